@@ -1,0 +1,1 @@
+"""tidings: durable queues, schedules and per-recipient delivery in one process."""

@@ -1,0 +1,483 @@
+"""The queue service: SQS semantics over any store. Every interface calls this module.
+
+Methods are synchronous (they run on the caller's thread, or on the bridge's pool from the
+server); the two waits that matter, long polling, have a thread flavour (`receive`) and an
+async flavour (`receive_async`) sharing one step function, so neither busy-polls.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tidings.clock import Clock
+from tidings.errors import (
+    BatchError,
+    MessageNotInflight,
+    PurgeInProgress,
+    QueueNotFound,
+    TidingsError,
+    ValidationError,
+)
+from tidings.model.digests import MessageAttributeValue
+from tidings.model.messages import (
+    OutgoingMessage,
+    ReceivedMessage,
+    SendResult,
+    decode_attributes,
+    prepare,
+    validate_batch_ids,
+)
+from tidings.model.queues import (
+    MAX_RETENTION_S,
+    MAX_SQS_DELAY_S,
+    MAX_VISIBILITY_S,
+    MAX_WAIT_S,
+    QueueAttributes,
+    check_range,
+    validate_queue_name,
+    validate_tags,
+)
+from tidings.model.receipts import ReceiptSigner
+from tidings.model.states import MoveTaskStatus
+from tidings.notify.base import Notifier, queue_channel
+from tidings.store.base import (
+    JobAck,
+    MoveTask,
+    QueueCounts,
+    QueueRecord,
+    ReceiveParams,
+    Store,
+    StoredMessage,
+    VisibilityChange,
+)
+
+#: How long a long poll waits before looking again when no notification can reach it
+#: (a sender in another process on SQLite). In-process sends wake it at once.
+CROSS_PROCESS_POLL_S = 0.5
+PURGE_INTERVAL_MS = 60_000
+
+
+@dataclass(frozen=True)
+class BatchFailure:
+    entry_id: str
+    code: str
+    message: str
+    sender_fault: bool = True
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    record: QueueRecord
+    counts: QueueCounts
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+
+class QueueService:
+    def __init__(self, store: Store, clock: Clock, notifier: Notifier, signer: ReceiptSigner,
+                 *, native_max_delay: bool = True) -> None:
+        self.store = store
+        self.clock = clock
+        self.notifier = notifier
+        self.signer = signer
+
+    # queues --------------------------------------------------------------------------------
+
+    def create_queue(self, name: str, **attributes: Any) -> QueueRecord:
+        fifo = validate_queue_name(name)
+        if attributes.pop("fifo", fifo) != fifo:
+            raise ValidationError("FifoQueue", "a FIFO queue's name must end with .fifo")
+        attrs = QueueAttributes.build(fifo=fifo, **attributes)
+        self._check_redrive(name, attrs)
+        return self.store.create_queue(name, attrs, self.clock.now_ms())
+
+    def get_queue(self, name: str) -> QueueRecord:
+        return self.store.get_queue(name)
+
+    def describe(self, name: str) -> QueueInfo:
+        record = self.store.get_queue(name)
+        return QueueInfo(record, self.store.queue_counts(record.id, self.clock.now_ms()))
+
+    def list_queues(self, prefix: str = "", *, limit: int = 1000,
+                    next_token: str | None = None) -> tuple[list[QueueRecord], str | None]:
+        limit = check_range("MaxResults", limit, 1, 1000)
+        after = _decode_token(next_token) if next_token else None
+        records = self.store.list_queues(prefix, after, limit + 1)
+        more = len(records) > limit
+        records = records[:limit]
+        return records, (_encode_token(records[-1].name) if more and records else None)
+
+    def update_queue(self, name: str, **changes: Any) -> QueueRecord:
+        record = self.store.get_queue(name)
+        if "fifo" in changes and changes.pop("fifo") != record.attributes.fifo:
+            raise ValidationError("FifoQueue", "cannot be changed after the queue is created")
+        attrs = record.attributes.merged(**changes)
+        self._check_redrive(name, attrs)
+        updated = self.store.update_queue(name, attrs, self.clock.now_ms())
+        self.notifier.notify(queue_channel(record.id))  # waiters re-read wait/visibility
+        return updated
+
+    def _check_redrive(self, name: str, attrs: QueueAttributes) -> None:
+        policy = attrs.redrive_policy
+        if policy is None:
+            return
+        if policy.dead_letter_queue == name:
+            raise ValidationError("RedrivePolicy.deadLetterTargetArn",
+                                  "a queue cannot be its own dead-letter queue")
+        try:
+            dlq = self.store.get_queue(policy.dead_letter_queue)
+        except QueueNotFound:
+            raise ValidationError("RedrivePolicy.deadLetterTargetArn",
+                                  f"dead-letter queue {policy.dead_letter_queue!r} does not exist")\
+                from None
+        allow = dlq.attributes.redrive_allow_policy
+        if allow is not None and not allow.allows(name):
+            raise ValidationError("RedrivePolicy.deadLetterTargetArn",
+                                  f"queue {dlq.name!r}'s RedriveAllowPolicy does not allow {name!r}"
+                                  " as a source")
+
+    def tag_queue(self, name: str, tags: Mapping[str, str]) -> None:
+        record = self.store.get_queue(name)
+        merged = {**record.attributes.tags, **tags}
+        validate_tags(merged)
+        self.store.update_queue(name, record.attributes.merged(tags=merged), self.clock.now_ms())
+
+    def untag_queue(self, name: str, keys: Sequence[str]) -> None:
+        record = self.store.get_queue(name)
+        tags = {k: v for k, v in record.attributes.tags.items() if k not in set(keys)}
+        self.store.update_queue(name, record.attributes.merged(tags=tags), self.clock.now_ms())
+
+    def delete_queue(self, name: str) -> None:
+        record = self.store.get_queue(name)
+        self.store.delete_queue(name)
+        self.notifier.notify(queue_channel(record.id))
+
+    def purge_queue(self, name: str) -> int:
+        record = self.store.get_queue(name)
+        now = self.clock.now_ms()
+        if record.purged_at is not None and now - record.purged_at < PURGE_INTERVAL_MS:
+            raise PurgeInProgress(
+                f"Only one PurgeQueue operation on {name} is allowed every 60 seconds.")
+        return self.store.purge_queue(record.id, now)
+
+    def dead_letter_sources(self, name: str) -> list[QueueRecord]:
+        self.store.get_queue(name)
+        return self.store.dead_letter_sources(name)
+
+    # sending ---------------------------------------------------------------------------------
+
+    def send(self, queue: str, body: str, *, delay_s: int | None = None,
+             attributes: Mapping[str, MessageAttributeValue] | None = None,
+             group_id: str | None = None, deduplication_id: str | None = None,
+             max_delay_s: int | None = None) -> SendResult:
+        msg = OutgoingMessage(body, delay_s, attributes or {}, group_id, deduplication_id)
+        results, failures = self.send_batch(queue, [msg], max_delay_s=max_delay_s, _single=True)
+        return results[0]
+
+    def send_batch(self, queue: str, messages: Sequence[OutgoingMessage], *,
+                   max_delay_s: int | None = None, _single: bool = False,
+                   ) -> tuple[list[SendResult], list[BatchFailure]]:
+        """Send up to 10 messages; invalid entries fail alone (as SQS's per-entry results).
+
+        `max_delay_s`: the SQS API caps delays at 15 minutes; the native API passes the
+        queue's retention period instead, so a message can wait days.
+        """
+        if not _single:
+            validate_batch_ids([m.entry_id for m in messages])
+        record = self.store.get_queue(queue)
+        attrs = record.attributes
+        now = self.clock.now_ms()
+        cap = MAX_SQS_DELAY_S if max_delay_s is None else min(max_delay_s, attrs.retention_s)
+        prepared, failures, order = [], [], []
+        for m in messages:
+            try:
+                prepared.append(prepare(
+                    m, now=now, fifo=attrs.fifo, content_based_dedup=attrs.content_based_deduplication,
+                    default_delay_s=attrs.delay_s, max_delay_s=cap,
+                    max_bytes=attrs.max_message_bytes, retention_s=attrs.retention_s))
+                order.append(m.entry_id)
+            except ValidationError as exc:
+                if _single:
+                    raise
+                failures.append(BatchFailure(m.entry_id or "", "InvalidParameterValue", str(exc)))
+        if not prepared:
+            return [], failures
+        if _single is False and sum(len(p.body.encode()) for p in prepared) > attrs.max_message_bytes:
+            raise BatchError("BatchRequestTooLong",
+                             f"Batch requests cannot be longer than {attrs.max_message_bytes} bytes")
+        stored = self.store.send_messages(record.id, prepared, fifo=attrs.fifo, now=now)
+        self.notifier.notify(queue_channel(record.id))
+        results = [
+            SendResult(entry_id, s.message_id, p.md5_body, p.md5_attributes,
+                       None if s.sequence_number is None else f"{s.sequence_number:020d}",
+                       s.duplicate)
+            for entry_id, p, s in zip(order, prepared, stored, strict=True)
+        ]
+        return results, failures
+
+    # receiving -------------------------------------------------------------------------------
+
+    def _receive_step(self, record: QueueRecord, max_messages: int,
+                      visibility_s: int | None) -> list[ReceivedMessage]:
+        attrs = record.attributes
+        now = self.clock.now_ms()
+        dlq_id, max_rc, dlq_ret = None, None, None
+        if attrs.redrive_policy is not None:
+            try:
+                dlq = self.store.get_queue(attrs.redrive_policy.dead_letter_queue)
+                dlq_id, max_rc = dlq.id, attrs.redrive_policy.max_receive_count
+                dlq_ret = dlq.attributes.retention_s * 1000
+            except QueueNotFound:
+                pass  # DLQ deleted: SQS keeps redelivering; so do we
+        vt = attrs.visibility_timeout_s if visibility_s is None else visibility_s
+        outcome = self.store.receive_messages(ReceiveParams(
+            queue_id=record.id, max_messages=max_messages, visibility_ms=vt * 1000, now=now,
+            lease_token=secrets.randbits(62), fifo=attrs.fifo, dead_letter_queue_id=dlq_id,
+            max_receive_count=max_rc, dead_letter_retention_ms=dlq_ret))
+        if outcome.dead_lettered and dlq_id is not None:
+            self.notifier.notify(queue_channel(dlq_id))
+        return [self._received(record, m) for m in outcome.messages]
+
+    def _received(self, record: QueueRecord, m: StoredMessage) -> ReceivedMessage:
+        source = None
+        if m.source_queue_id is not None:
+            try:
+                source = self.store.get_queue_by_id(m.source_queue_id).name
+            except QueueNotFound:
+                source = None
+        return ReceivedMessage(
+            message_id=m.message_id,
+            receipt_handle=self.signer.sign(record.id, m.row_id, m.lease_token),
+            body=m.body, md5_body=m.md5_body, attributes=decode_attributes(m.attributes_json),
+            md5_attributes=m.md5_attributes, receive_count=m.receive_count,
+            first_received_at=m.first_received_at, sent_at=m.sent_at, group_id=m.group_id,
+            deduplication_id=m.deduplication_id,
+            sequence_number=None if m.sequence_number is None else f"{m.sequence_number:020d}",
+            dead_letter_source=source, last_error=m.last_error)
+
+    def _receive_args(self, queue: str, max_messages: int, wait_s: int | None,
+                      visibility_s: int | None) -> tuple[QueueRecord, int, int | None, float]:
+        check_range("MaxNumberOfMessages", max_messages, 1, 10)
+        if visibility_s is not None:
+            check_range("VisibilityTimeout", visibility_s, 0, MAX_VISIBILITY_S, " seconds")
+        record = self.store.get_queue(queue)
+        wait = record.attributes.receive_wait_s if wait_s is None else wait_s
+        check_range("WaitTimeSeconds", wait, 0, MAX_WAIT_S, " seconds")
+        return record, max_messages, visibility_s, float(wait)
+
+    def _pause(self, record: QueueRecord, deadline: float) -> float:
+        """How long to wait before looking again: until the deadline, the next delayed or
+        leased message becoming visible, or the cross-process poll, whichever is first."""
+        left = deadline - time.monotonic()
+        nxt = self.store.next_visible_at(record.id, self.clock.now_ms())
+        if nxt is not None:
+            left = min(left, max((nxt - self.clock.now_ms()) / 1000, 0.001))
+        return max(min(left, CROSS_PROCESS_POLL_S), 0.0)
+
+    def receive(self, queue: str, max_messages: int = 1, *, wait_s: int | None = None,
+                visibility_s: int | None = None) -> list[ReceivedMessage]:
+        """Receive, long polling up to `wait_s` seconds (thread flavour)."""
+        record, n, vt, wait = self._receive_args(queue, max_messages, wait_s, visibility_s)
+        channel = queue_channel(record.id)
+        deadline = time.monotonic() + wait
+        while True:
+            seen = self.notifier.version(channel)
+            got = self._receive_step(record, n, vt)
+            if got or time.monotonic() >= deadline:
+                return got
+            self.notifier.wait_sync(channel, seen, self._pause(record, deadline))
+
+    async def receive_async(self, bridge: Any, queue: str, max_messages: int = 1, *,
+                            wait_s: int | None = None, visibility_s: int | None = None,
+                            ) -> list[ReceivedMessage]:
+        """Receive, long polling up to `wait_s` seconds without holding a thread."""
+        record, n, vt, wait = await bridge.run(
+            self._receive_args, queue, max_messages, wait_s, visibility_s)
+        channel = queue_channel(record.id)
+        deadline = time.monotonic() + wait
+        while True:
+            seen = self.notifier.version(channel)
+            got: list[ReceivedMessage] = await bridge.run(self._receive_step, record, n, vt)
+            if got or time.monotonic() >= deadline:
+                return got
+            pause = await bridge.run(self._pause, record, deadline)
+            await self.notifier.wait(channel, seen, pause)
+
+    # acknowledging ---------------------------------------------------------------------------
+
+    def delete(self, queue: str, receipt_handle: str) -> bool:
+        """Delete by receipt; a stale handle succeeds without deleting (SQS's documented
+        behaviour: the message is now someone else's). Returns whether a row went."""
+        record = self.store.get_queue(queue)
+        receipt = self.signer.open(receipt_handle, record.id)
+        return self.store.delete_messages(record.id, [receipt])[0]
+
+    def delete_batch(self, queue: str, entries: Sequence[tuple[str, str]],
+                     ) -> tuple[list[str], list[BatchFailure]]:
+        validate_batch_ids([e[0] for e in entries])
+        record = self.store.get_queue(queue)
+        ok, failures, receipts = [], [], []
+        for entry_id, handle in entries:
+            try:
+                receipts.append((entry_id, self.signer.open(handle, record.id)))
+            except TidingsError as exc:
+                failures.append(BatchFailure(entry_id, "ReceiptHandleIsInvalid", exc.message))
+        if receipts:
+            self.store.delete_messages(record.id, [r for _, r in receipts])
+            ok = [e for e, _ in receipts]
+        return ok, failures
+
+    def change_visibility(self, queue: str, receipt_handle: str, timeout_s: int,
+                          *, error: str | None = None) -> None:
+        ok, failures = self.change_visibility_batch(queue, [("0", receipt_handle, timeout_s)],
+                                                    error=error, _single=True)
+        if failures:
+            raise MessageNotInflight(failures[0].message)
+
+    def change_visibility_batch(self, queue: str, entries: Sequence[tuple[str, str, int]], *,
+                                error: str | None = None, _single: bool = False,
+                                ) -> tuple[list[str], list[BatchFailure]]:
+        if not _single:
+            validate_batch_ids([e[0] for e in entries])
+        record = self.store.get_queue(queue)
+        now = self.clock.now_ms()
+        changes, ids, failures = [], [], []
+        for entry_id, handle, timeout_s in entries:
+            check_range("VisibilityTimeout", timeout_s, 0, MAX_VISIBILITY_S, " seconds")
+            receipt = self.signer.open(handle, record.id) if _single else None
+            if receipt is None:
+                try:
+                    receipt = self.signer.open(handle, record.id)
+                except TidingsError as exc:
+                    failures.append(BatchFailure(entry_id, "ReceiptHandleIsInvalid", exc.message))
+                    continue
+            changes.append(VisibilityChange(receipt, now + timeout_s * 1000, error))
+            ids.append(entry_id)
+        done = self.store.change_visibility(record.id, changes, now) if changes else []
+        ok = []
+        for entry_id, applied in zip(ids, done, strict=True):
+            if applied:
+                ok.append(entry_id)
+            else:
+                failures.append(BatchFailure(entry_id, "MessageNotInflight",
+                                             "The message is not in flight (its visibility "
+                                             "timeout ran out or it was received again)."))
+        if any(c.visible_at <= now for c, d in zip(changes, done, strict=True) if d):
+            self.notifier.notify(queue_channel(record.id))
+        return ok, failures
+
+    # consumers ------------------------------------------------------------------------------
+
+    def complete_job(self, queue_id: int, receipt_handle: str, job_key: str) -> bool:
+        receipt = self.signer.open(receipt_handle, queue_id)
+        return self.store.complete_jobs(queue_id, [JobAck(receipt, job_key)],
+                                        self.clock.now_ms())[0]
+
+    def job_done(self, queue_id: int, job_key: str) -> bool:
+        return bool(self.store.jobs_done(queue_id, [job_key]))
+
+    # dead letters ----------------------------------------------------------------------------
+
+    def redrive(self, dlq: str, destination: str | None = None, *, limit: int | None = None,
+                chunk: int = 1000) -> int:
+        """Move messages out of a DLQ now: to `destination`, or each to its source queue."""
+        source = self._move_source(dlq)
+        dest_id = self.store.get_queue(destination).id if destination else None
+        moved = 0
+        while limit is None or moved < limit:
+            step = chunk if limit is None else min(chunk, limit - moved)
+            n = self.store.move_messages(source.id, dest_id, step, self.clock.now_ms())
+            moved += n
+            if n < step:
+                break
+        self._notify_destinations(source.id, dest_id)
+        return moved
+
+    def _notify_destinations(self, source_id: int, dest_id: int | None) -> None:
+        if dest_id is not None:
+            self.notifier.notify(queue_channel(dest_id))
+            return
+        for q in self.store.list_queues("", None, 10_000):
+            self.notifier.notify(queue_channel(q.id))
+
+    def _move_source(self, dlq: str) -> QueueRecord:
+        record = self.store.get_queue(dlq)
+        if not self.store.dead_letter_sources(dlq):
+            raise ValidationError("SourceArn",
+                                  f"queue {dlq!r} is not a dead-letter queue of any queue")
+        return record
+
+    def start_move_task(self, dlq: str, destination: str | None = None,
+                        max_per_second: int | None = None) -> str:
+        source = self._move_source(dlq)
+        if max_per_second is not None:
+            check_range("MaxNumberOfMessagesPerSecond", max_per_second, 1, 500)
+        for task in self.store.list_move_tasks(source.id, 10):
+            if task.status is MoveTaskStatus.RUNNING:
+                raise ValidationError("SourceArn", "a message move task is already running")
+        dest_id = self.store.get_queue(destination).id if destination else None
+        handle = base64.urlsafe_b64encode(secrets.token_bytes(18)).decode()
+        counts = self.store.queue_counts(source.id, self.clock.now_ms())
+        self.store.create_move_task(MoveTask(
+            handle, source.id, dest_id, max_per_second, MoveTaskStatus.RUNNING, 0,
+            counts.visible + counts.in_flight + counts.delayed, self.clock.now_ms()))
+        return handle
+
+    def list_move_tasks(self, dlq: str, limit: int = 1) -> list[MoveTask]:
+        check_range("MaxResults", limit, 1, 10)
+        return self.store.list_move_tasks(self.store.get_queue(dlq).id, limit)
+
+    def cancel_move_task(self, handle: str) -> MoveTask:
+        for task in self.store.running_move_tasks():
+            if task.handle == handle:
+                self.store.update_move_task(handle, moved=task.moved,
+                                            status=MoveTaskStatus.CANCELLED)
+                return task
+        raise ValidationError("TaskHandle", "no running message move task has this handle")
+
+    def advance_move_tasks(self, elapsed_s: float) -> int:
+        """One step of every running move task: at most its rate × elapsed messages."""
+        total = 0
+        for task in self.store.running_move_tasks():
+            budget = 500 if task.max_per_second is None else task.max_per_second
+            step = max(int(budget * elapsed_s), 1)
+            n = self.store.move_messages(task.source_queue_id, task.destination_queue_id, step,
+                                         self.clock.now_ms())
+            total += n
+            done = n < step
+            self.store.update_move_task(
+                task.handle, moved=task.moved + n,
+                status=MoveTaskStatus.COMPLETED if done else MoveTaskStatus.RUNNING)
+            if n:
+                self._notify_destinations(task.source_queue_id, task.destination_queue_id)
+        return total
+
+    # maintenance -----------------------------------------------------------------------------
+
+    def sweep(self, job_memory_s: int, limit: int = 5000) -> int:
+        """Delete messages past retention and idempotency records past their memory."""
+        now = self.clock.now_ms()
+        gone = self.store.expire_messages(now, limit)
+        self.store.forget_jobs(now - job_memory_s * 1000, limit)
+        return gone
+
+
+def _encode_token(name: str) -> str:
+    return base64.urlsafe_b64encode(name.encode()).decode()
+
+
+def _decode_token(token: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(token.encode()).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise ValidationError("NextToken", "is not a token this API returned") from None
+
+
+__all__ = ["QueueService", "BatchFailure", "QueueInfo", "MAX_RETENTION_S"]

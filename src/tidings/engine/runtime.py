@@ -1,0 +1,172 @@
+"""A node: the services one `tidings serve` (or `tidings worker`) process runs, supervised.
+
+Each service has `run()` and `stop()`. If one dies, the node stops loudly rather than
+limping on with, say, no consumer. Shutdown gives consumers `shutdown_grace_s` to finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import ipaddress
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+from tidings.client import Tidings
+from tidings.engine.bridge import Bridge
+from tidings.engine.consumers import App, Consumer
+from tidings.engine.sweeper import Sweeper
+from tidings.errors import ValidationError
+from tidings.settings import Settings
+
+log = logging.getLogger("tidings")
+
+
+class Service(Protocol):
+    async def run(self) -> None: ...
+    def stop(self) -> None: ...
+
+
+def load_app(spec: str) -> App:
+    """Import `module:attribute` and check it is a tidings App."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ValidationError("app", "must look like module:attribute, e.g. myproject.jobs:app")
+    if "" not in sys.path:
+        sys.path.insert(0, "")  # like uvicorn: the current directory is importable
+    try:
+        obj = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValidationError("app", f"cannot load {spec!r}: {exc}") from exc
+    if not isinstance(obj, App):
+        raise ValidationError("app", f"{spec!r} is a {type(obj).__name__}, not a tidings.App")
+    return obj
+
+
+class Node:
+    def __init__(self, t: Tidings, settings: Settings, *, app: App | None = None,
+                 serve_consumers: bool = True) -> None:
+        self.t = t
+        self.settings = settings
+        self.bridge = Bridge(max(t.store.max_concurrency, 1))
+        self.services: list[Service] = [
+            Sweeper(t.queues, self.bridge, interval_s=settings.sweep_interval_s,
+                    job_memory_s=settings.job_memory_s)
+        ]
+        self.consumer: Consumer | None = None
+        if app is not None and serve_consumers:
+            self.consumer = Consumer(app, t.queues, self.bridge,
+                                     concurrency=settings.concurrency,
+                                     grace_s=settings.shutdown_grace_s)
+            self.services.append(self.consumer)
+        self._stopped = asyncio.Event()
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(s.run(), name=type(s).__name__) for s in self.services]
+        stopper = asyncio.create_task(self._stopped.wait())
+        try:
+            done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not stopper and task.exception() is not None:
+                    log.critical("service %s died; stopping the node", task.get_name(),
+                                 exc_info=task.exception())
+                    raise RuntimeError(f"service {task.get_name()} died") from task.exception()
+        finally:
+            for s in self.services:
+                s.stop()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            stopper.cancel()
+            for r in results:
+                if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
+                    log.error("service stopped with an error: %r", r)
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app: Any) -> AsyncIterator[None]:
+        task = asyncio.create_task(self.run(), name="node")
+        task.add_done_callback(self._died)
+        try:
+            yield
+        finally:
+            self.stop()
+            with contextlib.suppress(Exception):
+                await task
+
+    def _died(self, task: asyncio.Task[None]) -> None:
+        if not self._stopped.is_set() and not task.cancelled() and task.exception():
+            log.critical("the node stopped unexpectedly; shutting the server down")
+            self.failed = True
+            signal.raise_signal(signal.SIGTERM)
+
+    failed = False
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(settings: Settings) -> None:
+    """`tidings serve`: the HTTP API plus every engine loop, in one process."""
+    import uvicorn
+
+    from tidings.server.app import create_app
+
+    _setup_logging(settings.log_level)
+    t = Tidings(settings=settings)
+    app = load_app(settings.app) if settings.app else None
+    node = Node(t, settings, app=app)
+    asgi = create_app(t, bridge=node.bridge, lifespan=node.lifespan)
+    log.info("tidings serving %s on http://%s:%d%s", t.store.url, settings.host, settings.port,
+             f" with app {settings.app}" if settings.app else "")
+    if not is_loopback(settings.host):
+        log.warning("listening on %s, beyond loopback: anyone who can reach it can use it",
+                    settings.host)
+    config = uvicorn.Config(asgi, host=settings.host, port=settings.port,
+                            log_level=settings.log_level, lifespan="on",
+                            timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5)
+    try:
+        uvicorn.Server(config).run()
+    finally:
+        node.bridge.close()
+        t.close()
+    if node.failed:
+        raise SystemExit(1)
+
+
+def work(settings: Settings) -> None:
+    """`tidings worker`: consumers (and maintenance) without the HTTP API."""
+    _setup_logging(settings.log_level)
+    if not settings.app:
+        raise ValidationError("app", "tidings worker needs --app module:app")
+    t = Tidings(settings=settings)
+    node = Node(t, settings, app=load_app(settings.app))
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, node.stop)
+        log.info("tidings worker on %s: queues %s", t.store.url,
+                 ", ".join(node.consumer.app.queues() if node.consumer else []))
+        await node.run()
+
+    try:
+        asyncio.run(main())
+    finally:
+        node.bridge.close()
+        t.close()

@@ -1,0 +1,89 @@
+"""One exception root for tidings; the class docstring is the default message.
+
+The server maps each class to an HTTP status and an AWS error code in one table
+(`server/errors.py`), so raising the right class here is all a service needs to do.
+"""
+
+from __future__ import annotations
+
+
+class TidingsError(Exception):
+    """Something went wrong in tidings."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__class__.__doc__ or "").strip())
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ValidationError(TidingsError):
+    """A value is not valid."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        self.field = field
+        self.rule = rule
+        super().__init__(f"{field}: {rule}")
+
+
+class NotFoundError(TidingsError):
+    """The resource does not exist."""
+
+    kind = "resource"
+
+    def __init__(self, ident: str, message: str | None = None) -> None:
+        self.ident = ident
+        super().__init__(message or f"{self.kind} {ident!r} does not exist")
+
+
+class QueueNotFound(NotFoundError):
+    """The queue does not exist."""
+
+    kind = "queue"
+
+
+class ScheduleNotFound(NotFoundError):
+    """The schedule does not exist."""
+
+    kind = "schedule"
+
+
+class GroupNotFound(NotFoundError):
+    """The schedule group does not exist."""
+
+    kind = "schedule group"
+
+
+class TemplateNotFound(NotFoundError):
+    """The template does not exist."""
+
+    kind = "template"
+
+
+class ConflictError(TidingsError):
+    """The resource already exists with different settings, or is in use."""
+
+
+class ReceiptHandleInvalid(TidingsError):
+    """The receipt handle is not valid: it was altered, or belongs to another queue."""
+
+
+class MessageNotInflight(TidingsError):
+    """The message referred to is not in flight."""
+
+
+class BatchError(TidingsError):
+    """A batch request is malformed as a whole."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class PurgeInProgress(TidingsError):
+    """Only one purge of a queue is allowed every 60 seconds."""
+
+
+class StoreUnavailable(TidingsError):
+    """The database could not be reached; the operation may be retried."""

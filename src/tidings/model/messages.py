@@ -1,0 +1,214 @@
+"""Messages: what a sender gives, what the store keeps and what a receiver gets."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from tidings.errors import ValidationError
+from tidings.model.digests import (
+    MessageAttributeValue,
+    attributes_size,
+    md5_of_attributes,
+    md5_of_body,
+    validate_attributes,
+)
+
+# SQS accepts only these characters in a body (XML 1.0 characters):
+# https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html
+_INVALID_BODY_CHARS = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_ID_RE = re.compile(r"^[A-Za-z0-9!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}$")
+
+
+@dataclass(frozen=True)
+class OutgoingMessage:
+    """One message to send; validated against its queue by `prepare`."""
+
+    body: str
+    delay_s: int | None = None  # None: the queue's DelaySeconds
+    attributes: Mapping[str, MessageAttributeValue] = field(default_factory=dict)
+    group_id: str | None = None
+    deduplication_id: str | None = None
+    entry_id: str | None = None  # the caller's id within a batch
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A validated message ready for the store: all instants computed, digests taken."""
+
+    message_id: str
+    body: str
+    md5_body: str
+    attributes: dict[str, MessageAttributeValue] | None
+    md5_attributes: str | None
+    visible_at: int
+    sent_at: int
+    expires_at: int
+    group_id: str | None
+    deduplication_id: str | None
+
+
+@dataclass(frozen=True)
+class SendResult:
+    entry_id: str | None
+    message_id: str
+    md5_body: str
+    md5_attributes: str | None
+    sequence_number: str | None
+    duplicate: bool = False  # FIFO: an earlier message had this deduplication id
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    message_id: str
+    receipt_handle: str
+    body: str
+    md5_body: str
+    attributes: dict[str, MessageAttributeValue]
+    md5_attributes: str | None
+    receive_count: int
+    first_received_at: int
+    sent_at: int
+    group_id: str | None
+    deduplication_id: str | None
+    sequence_number: str | None
+    dead_letter_source: str | None = None
+    last_error: str | None = None
+
+    def system_attributes(self) -> dict[str, str]:
+        """The attributes SQS returns for `MessageSystemAttributeNames=All`."""
+        out = {
+            "ApproximateReceiveCount": str(self.receive_count),
+            "ApproximateFirstReceiveTimestamp": str(self.first_received_at),
+            "SentTimestamp": str(self.sent_at),
+            "SenderId": "tidings",
+        }
+        if self.group_id is not None:
+            out["MessageGroupId"] = self.group_id
+        if self.deduplication_id is not None:
+            out["MessageDeduplicationId"] = self.deduplication_id
+        if self.sequence_number is not None:
+            out["SequenceNumber"] = self.sequence_number
+        if self.dead_letter_source is not None:
+            out["DeadLetterQueueSourceArn"] = self.dead_letter_source
+        return out
+
+
+def validate_batch_ids(ids: list[str | None], max_entries: int = 10) -> None:
+    """SQS batch rules: 1-10 entries, ids unique and of the allowed characters."""
+    if not ids:
+        raise ValidationError("Entries", "a batch needs at least one entry")
+    if len(ids) > max_entries:
+        raise ValidationError("Entries", f"a batch holds at most {max_entries} entries")
+    seen: set[str] = set()
+    for entry_id in ids:
+        if entry_id is None or not re.match(r"^[A-Za-z0-9_-]{1,80}$", entry_id):
+            raise ValidationError("Entries.Id", "must be 1-80 characters of A-Z a-z 0-9 - _")
+        if entry_id in seen:
+            raise ValidationError("Entries.Id", f"ids must be distinct: {entry_id!r} repeats")
+        seen.add(entry_id)
+
+
+def prepare(
+    msg: OutgoingMessage,
+    *,
+    now: int,
+    fifo: bool,
+    content_based_dedup: bool,
+    default_delay_s: int,
+    max_delay_s: int,
+    max_bytes: int,
+    retention_s: int,
+) -> NewMessage:
+    """Validate one outgoing message against its queue and compute what the store needs."""
+    if not isinstance(msg.body, str) or msg.body == "":
+        raise ValidationError("MessageBody", "must be a non-empty string")
+    bad = _INVALID_BODY_CHARS.search(msg.body)
+    if bad:
+        raise ValidationError("MessageBody",
+                              f"contains a character SQS does not allow: U+{ord(bad.group()):04X}")
+    validate_attributes(msg.attributes)
+    size = len(msg.body.encode()) + attributes_size(msg.attributes)
+    if size > max_bytes:
+        raise ValidationError("MessageBody",
+                              f"message of {size} bytes is longer than the queue's maximum of"
+                              f" {max_bytes} bytes (body plus attributes)")
+    delay_s = default_delay_s if msg.delay_s is None else msg.delay_s
+    if isinstance(delay_s, bool) or not isinstance(delay_s, int) or not 0 <= delay_s <= max_delay_s:
+        raise ValidationError("DelaySeconds", f"must be from 0 to {max_delay_s} seconds")
+    group_id, dedup_id = msg.group_id, msg.deduplication_id
+    if fifo:
+        if msg.delay_s not in (None, 0) and msg.delay_s != default_delay_s:
+            # SQS: per-message delays are not supported on FIFO queues; the queue's applies.
+            raise ValidationError("DelaySeconds",
+                                  "per-message delay is not allowed on a FIFO queue")
+        if not group_id:
+            raise ValidationError("MessageGroupId", "is required for a FIFO queue")
+        _check_token("MessageGroupId", group_id)
+        if dedup_id is None:
+            if not content_based_dedup:
+                raise ValidationError("MessageDeduplicationId",
+                                      "is required: the queue has no ContentBasedDeduplication")
+            import hashlib
+
+            dedup_id = hashlib.sha256(msg.body.encode()).hexdigest()
+        _check_token("MessageDeduplicationId", dedup_id)
+    elif dedup_id is not None:
+        raise ValidationError("MessageDeduplicationId", "is only valid for FIFO queues")
+    elif group_id is not None:
+        _check_token("MessageGroupId", group_id)  # SQS allows it on standard queues (fair queues)
+    attrs = dict(msg.attributes) or None
+    return NewMessage(
+        message_id=str(uuid.uuid4()),
+        body=msg.body,
+        md5_body=md5_of_body(msg.body),
+        attributes=attrs,
+        md5_attributes=md5_of_attributes(attrs) if attrs else None,
+        visible_at=now + delay_s * 1000,
+        sent_at=now,
+        expires_at=now + retention_s * 1000,
+        group_id=group_id,
+        deduplication_id=dedup_id,
+    )
+
+
+def _check_token(field_name: str, value: str) -> None:
+    if not isinstance(value, str) or not _ID_RE.match(value):
+        raise ValidationError(field_name,
+                              "must be 1-128 characters of letters, digits and punctuation")
+
+
+def encode_attributes(attrs: Mapping[str, MessageAttributeValue] | None) -> str | None:
+    """JSON for the store: {name: [data type, string value or base64 of binary]}."""
+    if not attrs:
+        return None
+    import base64
+    import json
+
+    doc = {
+        name: [
+            value.data_type,
+            value.string_value
+            if value.binary_value is None
+            else base64.b64encode(value.binary_value).decode(),
+        ]
+        for name, value in attrs.items()
+    }
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_attributes(text: str | None) -> dict[str, MessageAttributeValue]:
+    if not text:
+        return {}
+    import base64
+    import json
+
+    out: dict[str, MessageAttributeValue] = {}
+    for name, (data_type, value) in json.loads(text).items():
+        if data_type.startswith("Binary"):
+            out[name] = MessageAttributeValue(data_type, binary_value=base64.b64decode(value))
+        else:
+            out[name] = MessageAttributeValue(data_type, string_value=value)
+    return out

@@ -1,0 +1,40 @@
+"""Open a store by URL: `sqlite:///path` (the default) or `postgresql://…`."""
+
+from __future__ import annotations
+
+from urllib.parse import urlparse
+
+from tidings.errors import ValidationError
+from tidings.store.base import Store
+
+DEFAULT_URL = "sqlite:///tidings.db"
+
+
+def sqlite_path(url: str) -> str:
+    """`sqlite:///rel/path.db` is relative, `sqlite:////abs/path.db` absolute (SQLAlchemy's
+    convention, which users already know); `sqlite://:memory:` is accepted for tests."""
+    rest = url[len("sqlite://") :]
+    if rest in (":memory:", "/:memory:"):
+        return ":memory:"
+    if not rest.startswith("/") or rest == "/":
+        raise ValidationError("db", "a SQLite URL looks like sqlite:///path/to/tidings.db")
+    return rest[1:]
+
+
+def open_store(url: str, *, now: int) -> Store:
+    scheme = urlparse(url).scheme
+    if scheme == "sqlite":
+        from tidings.store.sqlite import SQLiteStore
+
+        return SQLiteStore(sqlite_path(url), now=now)
+    if scheme in ("postgresql", "postgres"):
+        try:
+            from tidings.store.postgres import PostgresStore  # type: ignore[import-not-found]
+        except ImportError:
+            raise ValidationError(
+                "db", "the PostgreSQL backend is not available in this version"
+            ) from None
+        store: Store = PostgresStore(url, now=now)
+        return store
+    raise ValidationError("db", f"unsupported database URL scheme {scheme!r}; use sqlite:/// "
+                          "or postgresql://")

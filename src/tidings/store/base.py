@@ -1,0 +1,204 @@
+"""The store contract: every backend (SQLite, PostgreSQL) implements this `Protocol`.
+
+Methods are named after the transitions they perform and take `now` from the caller (the
+engine's injected clock); the store never reads the wall clock. The contract is
+synchronous: SQLite's driver is, psycopg 3 offers it too, and one flavour avoids twin
+methods. The async server bridges with a small thread pool sized by `max_concurrency`
+(1 for SQLite, which has one writer anyway).
+
+Invariants every backend keeps (the conformance suite in `tests/conformance` checks them):
+- every write that depends on a message's state is a compare-and-set on
+  (`visible_at`, `lease_token`), so a stale receipt can never delete or extend a message
+  someone else now holds;
+- a multi-row call is one transaction: all of it happens or none of it;
+- instants are integer UTC epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from tidings.model.messages import NewMessage
+from tidings.model.queues import QueueAttributes
+from tidings.model.receipts import Receipt
+from tidings.model.states import MoveTaskStatus
+
+
+@dataclass(frozen=True)
+class QueueRecord:
+    id: int
+    name: str
+    attributes: QueueAttributes
+    created_at: int
+    modified_at: int
+    purged_at: int | None = None
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    visible: int
+    in_flight: int
+    delayed: int
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """A message row as a receive hands it out (before the engine signs the receipt)."""
+
+    row_id: int
+    lease_token: int
+    message_id: str
+    body: str
+    md5_body: str
+    attributes_json: str | None
+    md5_attributes: str | None
+    receive_count: int
+    first_received_at: int
+    sent_at: int
+    group_id: str | None
+    deduplication_id: str | None
+    sequence_number: int | None
+    source_queue_id: int | None
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class StoredSend:
+    message_id: str
+    sequence_number: int | None
+    duplicate: bool
+
+
+@dataclass(frozen=True)
+class ReceiveParams:
+    queue_id: int
+    max_messages: int
+    visibility_ms: int
+    now: int
+    lease_token: int
+    fifo: bool
+    dead_letter_queue_id: int | None = None
+    max_receive_count: int | None = None
+    dead_letter_retention_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class ReceiveOutcome:
+    messages: list[StoredMessage]
+    dead_lettered: int  # moved to the DLQ by this receive (maxReceiveCount exceeded)
+
+
+@dataclass(frozen=True)
+class VisibilityChange:
+    receipt: Receipt
+    visible_at: int
+    error: str | None = None  # recorded on the message (a consumer's failure reason)
+
+
+@dataclass(frozen=True)
+class JobAck:
+    receipt: Receipt
+    job_id: str
+
+
+@dataclass(frozen=True)
+class MoveTask:
+    handle: str
+    source_queue_id: int
+    destination_queue_id: int | None  # None: each message back to the queue it came from
+    max_per_second: int | None
+    status: MoveTaskStatus
+    moved: int
+    to_move: int
+    started_at: int
+    failure_reason: str | None = None
+
+
+class Store(Protocol):
+    """Durable state of queues and messages (schedules join in the scheduler issue)."""
+
+    url: str
+    max_concurrency: int
+
+    def close(self) -> None: ...
+
+    def get_or_create_secret(self, key: str, make: bytes) -> bytes:
+        """Return the stored secret `key`, storing `make` first if there is none (atomic)."""
+        ...
+
+    # queues -----------------------------------------------------------------------------
+    def create_queue(self, name: str, attributes: QueueAttributes, now: int) -> QueueRecord:
+        """Create, or return the existing queue when its attributes are the same (as SQS);
+        a queue of that name with other attributes raises `ConflictError`."""
+        ...
+
+    def get_queue(self, name: str) -> QueueRecord: ...
+    def get_queue_by_id(self, queue_id: int) -> QueueRecord: ...
+    def list_queues(self, prefix: str, after: str | None, limit: int) -> list[QueueRecord]: ...
+    def update_queue(self, name: str, attributes: QueueAttributes, now: int) -> QueueRecord: ...
+    def delete_queue(self, name: str) -> None:
+        """Delete the queue and every message in it."""
+        ...
+
+    def purge_queue(self, queue_id: int, now: int) -> int: ...
+    def dead_letter_sources(self, dlq_name: str) -> list[QueueRecord]: ...
+    def queue_counts(self, queue_id: int, now: int) -> QueueCounts: ...
+
+    # messages -----------------------------------------------------------------------------
+    def send_messages(
+        self, queue_id: int, messages: Sequence[NewMessage], *, fifo: bool, now: int
+    ) -> list[StoredSend]:
+        """Insert all messages in one transaction; FIFO duplicates within the window are
+        acknowledged with the original's id and not stored again."""
+        ...
+
+    def receive_messages(self, params: ReceiveParams) -> ReceiveOutcome:
+        """Lease up to `max_messages` visible messages: new lease token, `visible_at` =
+        now + visibility, receive count + 1. Messages that already reached
+        `max_receive_count` go to the DLQ in the same transaction instead. FIFO: only
+        from groups with nothing in flight, in order."""
+        ...
+
+    def delete_messages(self, queue_id: int, receipts: Sequence[Receipt]) -> list[bool]:
+        """Delete by receipt; False where the lease token no longer matches (stale)."""
+        ...
+
+    def change_visibility(
+        self, queue_id: int, changes: Sequence[VisibilityChange], now: int
+    ) -> list[bool]:
+        """Move the lease end of in-flight messages; False where not in flight or stale."""
+        ...
+
+    def complete_jobs(self, queue_id: int, acks: Sequence[JobAck], now: int) -> list[bool]:
+        """Delete the messages and record their job ids as done, in one transaction, so a
+        crash cannot separate the acknowledgement from the idempotency record."""
+        ...
+
+    def jobs_done(self, queue_id: int, job_ids: Sequence[str]) -> set[str]: ...
+    def next_visible_at(self, queue_id: int, now: int) -> int | None:
+        """The earliest instant after `now` at which a message of the queue becomes visible."""
+        ...
+
+    # maintenance -----------------------------------------------------------------------------
+    def expire_messages(self, now: int, limit: int) -> int:
+        """Delete up to `limit` messages past their queue's retention period."""
+        ...
+
+    def forget_jobs(self, done_before: int, limit: int) -> int: ...
+    def move_messages(
+        self, source_queue_id: int, destination_queue_id: int | None, limit: int, now: int
+    ) -> int:
+        """Move up to `limit` messages out of a DLQ (oldest first), made visible at once
+        with a fresh receive count; to their original queue when destination is None."""
+        ...
+
+    def create_move_task(self, task: MoveTask) -> None: ...
+    def list_move_tasks(self, source_queue_id: int, limit: int) -> list[MoveTask]: ...
+    def running_move_tasks(self) -> list[MoveTask]: ...
+    def update_move_task(
+        self, handle: str, *, moved: int, status: MoveTaskStatus, failure_reason: str | None = None
+    ) -> bool:
+        """Set progress/status if the task is still RUNNING (compare-and-set)."""
+        ...

@@ -1,0 +1,28 @@
+"""SQL lives in `.sql` files beside each backend, loaded once with importlib.resources."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+
+
+@cache
+def queries(backend: str) -> dict[str, str]:
+    """Named blocks of `sql/<backend>/queries.sql`: `-- name: x` up to the next name."""
+    text = resources.files("tidings.store").joinpath("sql", backend, "queries.sql").read_text()
+    parts = _NAME.split(text)
+    return {parts[i]: parts[i + 1].strip().rstrip(";") for i in range(1, len(parts), 2)}
+
+
+def migrations(backend: str) -> list[tuple[int, str, str]]:
+    """Numbered migration files `NNNN_name.sql`, in order: (version, name, sql)."""
+    folder = resources.files("tidings.store").joinpath("sql", backend)
+    found = []
+    for entry in folder.iterdir():
+        match = re.match(r"^(\d{4})_(\w+)\.sql$", entry.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), entry.read_text()))
+    return sorted(found)
