@@ -29,7 +29,7 @@ from typing import Any
 
 from tidings.engine.bridge import Bridge
 from tidings.engine.queues import QueueService
-from tidings.errors import TidingsError, ValidationError
+from tidings.errors import QueueNotFound, TidingsError, ValidationError
 from tidings.model.messages import ReceivedMessage
 
 log = logging.getLogger("tidings.consumers")
@@ -139,7 +139,7 @@ class Consumer:
     async def run(self) -> None:
         if self.app.create_queues:
             for name in self.app.queues():
-                await self.bridge.run(self.queues.create_queue, name)
+                await self.bridge.run(self._ensure_queue, name)
         pollers = [asyncio.create_task(self._poll(q), name=f"poll:{q}")
                    for q in self.app.queues()]
         try:
@@ -152,6 +152,12 @@ class Consumer:
 
     def stop(self) -> None:
         self._stopping.set()
+
+    def _ensure_queue(self, name: str) -> None:
+        try:
+            self.queues.get_queue(name)
+        except QueueNotFound:
+            self.queues.create_queue(name)
 
     async def _poll(self, queue: str) -> None:
         while not self._stopping.is_set():

@@ -1,0 +1,159 @@
+"""Consumers run by a node over a real SQLite store, in real time."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+from tidings.client import Tidings
+from tidings.engine.consumers import App, Job
+from tidings.engine.runtime import Node
+from tidings.model.queues import RedrivePolicy
+from tidings.settings import Settings
+
+
+def run_node_until(t: Tidings, app: App, done: Callable[[], bool], *, timeout: float = 20.0,
+                   grace: float = 5.0) -> Node:
+    settings = Settings(db=t.settings.db, concurrency=4, shutdown_grace_s=grace,
+                        sweep_interval_s=0.2)
+    node = Node(t, settings, app=app)
+
+    async def main() -> None:
+        runner = asyncio.create_task(node.run())
+        deadline = time.monotonic() + timeout
+        while not done() and not runner.done() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        node.stop()
+        await runner
+
+    asyncio.run(main())
+    node.bridge.close()
+    return node
+
+
+def job(type_: str, id_: object, **extra: object) -> str:
+    return json.dumps({"type": type_, "id": id_, **extra})
+
+
+def test_handlers_run_once_per_job_id(tmp_path: object) -> None:
+    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/c.db"))
+    app = App(queue="jobs")
+    calls: Counter[str] = Counter()
+
+    @app.handler("invoice.generate")
+    def generate(j: Job) -> None:
+        calls[j.id] += 1
+
+    @app.handler("export.build")
+    async def export(j: Job) -> None:
+        await asyncio.sleep(0.01)
+        calls["export-" + j.id] += 1
+
+    t.queues.create_queue("jobs")
+    for i in range(20):
+        t.queues.send("jobs", job("invoice.generate", i))
+    t.queues.send("jobs", job("invoice.generate", 7))  # a duplicate delivery of job 7
+    t.queues.send("jobs", job("export.build", "a"))
+    run_node_until(t, app, lambda: t.queues.describe("jobs").counts.visible == 0
+                   and t.queues.describe("jobs").counts.in_flight == 0)
+    assert calls["7"] == 1
+    assert sum(calls.values()) == 21 and calls["export-a"] == 1
+    counts = t.queues.describe("jobs").counts
+    assert (counts.visible, counts.in_flight) == (0, 0)
+    t.close()
+
+
+def test_failures_retry_with_backoff_then_dead_letter_with_error(tmp_path: object) -> None:
+    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/c.db"))
+    t.queues.create_queue("jobs-dlq")
+    t.queues.create_queue("jobs", redrive_policy=RedrivePolicy("jobs-dlq", 3))
+    app = App(queue="jobs", retry_base_s=0)
+    attempts: list[int] = []
+
+    @app.handler("flaky")
+    def flaky(j: Job) -> None:
+        attempts.append(j.attempt)
+        raise RuntimeError(f"downstream unavailable (attempt {j.attempt})")
+
+    t.queues.send("jobs", job("flaky", 1))
+    run_node_until(t, app, lambda: t.queues.describe("jobs-dlq").counts.visible == 1)
+    assert attempts == [1, 2, 3]
+    [dead] = t.queues.receive("jobs-dlq", wait_s=0)
+    assert dead.last_error == "RuntimeError: downstream unavailable (attempt 3)"
+    assert dead.dead_letter_source == "jobs"
+    t.close()
+
+
+def test_backoff_grows_exponentially_with_jitter() -> None:
+    app = App(retry_base_s=2, retry_max_s=60)
+    for attempt, ceiling in [(1, 2), (2, 4), (3, 8), (4, 16), (10, 60)]:
+        values = {app.backoff_s(attempt) for _ in range(200)}
+        assert min(values) >= ceiling // 2 and max(values) <= ceiling
+    assert len({app.backoff_s(6) for _ in range(200)}) > 5  # jittered, not lockstep
+
+
+def test_unknown_type_and_bad_body_fail_to_dlq(tmp_path: object) -> None:
+    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/c.db"))
+    t.queues.create_queue("dlq")
+    t.queues.create_queue("jobs", redrive_policy=RedrivePolicy("dlq", 1))
+    app = App(queue="jobs", retry_base_s=0)
+
+    @app.handler("known")
+    def known(j: Job) -> None: ...
+
+    t.queues.send("jobs", job("unknown", 1))
+    t.queues.send("jobs", "not json")
+    run_node_until(t, app, lambda: t.queues.describe("dlq").counts.visible == 2)
+    errors = sorted(m.last_error or "" for m in t.queues.receive("dlq", 10, wait_s=0))
+    assert "no handler registered for job type 'unknown'" in errors[0] + errors[1]
+    assert any("is not JSON" in e for e in errors)
+    t.close()
+
+
+def test_heartbeat_extends_visibility_of_long_jobs(tmp_path: object) -> None:
+    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/c.db"))
+    t.queues.create_queue("jobs", visibility_timeout_s=2)
+    app = App(queue="jobs")
+    runs: list[str] = []
+    stolen: list[int] = []
+
+    @app.handler("slow")
+    async def slow(j: Job) -> None:
+        runs.append(j.id)
+        for _ in range(9):  # 4.5 s: more than twice the visibility timeout
+            await asyncio.sleep(0.5)
+            with Tidings(settings=Settings(db=t.settings.db)) as other:
+                stolen.extend(m.receive_count for m in other.queues.receive("jobs", wait_s=0))
+
+    t.queues.send("jobs", job("slow", "s"))
+    run_node_until(t, app, lambda: t.queues.describe("jobs").counts.in_flight == 0
+                   and bool(runs))
+    assert runs == ["s"] and stolen == []
+    t.close()
+
+
+def test_graceful_shutdown_releases_unfinished_work(tmp_path: object) -> None:
+    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/c.db"))
+    t.queues.create_queue("jobs", visibility_timeout_s=600)
+    app = App(queue="jobs")
+    started = threading.Event()
+
+    @app.handler("forever")
+    async def forever(j: Job) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    t.queues.send("jobs", job("forever", 1))
+    begin = time.monotonic()
+    run_node_until(t, app, started.is_set, grace=0.3)
+    assert time.monotonic() - begin < 10
+    # released, not lost: visible again at once despite the 600 s visibility timeout
+    [m] = t.queues.receive("jobs", wait_s=0)
+    assert m.receive_count == 2
+    t.close()
+
+
