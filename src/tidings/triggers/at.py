@@ -1,0 +1,53 @@
+"""One-time schedules: `at(yyyy-mm-ddThh:mm:ss)`.
+
+Rules followed:
+- The date-time is a wall-clock time in the schedule's time zone (AWS evaluates a one-time
+  schedule "at the time and in the time zone that you specify").
+- AWS ignores StartDate and EndDate for one-time schedules, so this trigger ignores them too.
+- A wall time that does not exist (inside a spring-forward gap) is shifted forward by the
+  length of the gap: 02:30 in New York on a spring-forward day fires at 03:30 EDT. A
+  one-time schedule that silently never fired would be worse than a late one. This is the
+  PEP 495 reading of `fold=0` for a time in a gap.
+- A wall time that occurs twice (fall-back overlap) means its first (earlier) occurrence.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, tzinfo
+
+from tidings.triggers.base import invalid, offset_seconds, wall_to_ms
+
+_AT = re.compile(r"at\(([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})\)")
+
+
+class AtTrigger:
+    """Fires once, at `instant_ms`."""
+
+    __slots__ = ("instant_ms",)
+
+    kind: str = "at"
+    recurring: bool = False
+
+    def __init__(self, instant_ms: int) -> None:
+        self.instant_ms = instant_ms
+
+    def next_fire_after(self, after_ms: int) -> int | None:
+        return self.instant_ms if self.instant_ms > after_ms else None
+
+    def __repr__(self) -> str:
+        return f"AtTrigger(instant_ms={self.instant_ms})"
+
+
+def parse_at(expression: str, zone: tzinfo) -> AtTrigger:
+    m = _AT.fullmatch(expression)
+    if m is None:
+        raise invalid(expression, "a one-time schedule must be at(yyyy-mm-ddThh:mm:ss)")
+    year, month, day, hour, minute, second = (int(g) for g in m.groups())
+    try:
+        local = datetime(year, month, day, hour, minute, second, tzinfo=zone)
+    except ValueError:
+        raise invalid(expression, "the date and time do not exist in the calendar") from None
+    # fold=0 gives the earlier instant in an overlap and the gap-shifted one in a gap.
+    off = offset_seconds(local.utcoffset())
+    return AtTrigger(wall_to_ms(year, month, day, hour, minute, second, off))
