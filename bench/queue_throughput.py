@@ -65,7 +65,7 @@ def main() -> None:
     total = args.latency_n
 
     def sender() -> None:
-        for base in range(0, total, 10):
+        for _ in range(0, total, 10):
             q.send_batch(name, [OutgoingMessage("x", entry_id=str(i)) for i in range(10)])
             time.sleep(0.002)
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from tidings.clock import Clock, SystemClock
 from tidings.engine.queues import QueueService
+from tidings.engine.schedules import ScheduleService
 from tidings.model.receipts import ReceiptSigner
 from tidings.notify.base import Notifier
 from tidings.notify.local import LocalNotifier
@@ -17,7 +18,7 @@ from tidings.store.base import Store
 
 
 class Tidings:
-    """A handle on one tidings database: `t.queues` (and, as they land, schedules, email).
+    """A handle on one tidings database: `t.queues`, `t.schedules`.
 
     Thread-safe. Close it (or use `with`) to release the database.
     """
@@ -33,6 +34,15 @@ class Tidings:
             "receipt-secret", secrets.token_bytes(32))
         self.signer = ReceiptSigner(key)
         self.queues = QueueService(self.store, self.clock, self.notifier, self.signer)
+        self.schedules = ScheduleService(
+            self.store, self.clock, self.notifier,
+            arn_prefix=f"arn:aws:scheduler:{self.settings.region}:{self.settings.account_id}")
+
+    def webhook_secret(self) -> bytes:
+        env = os.environ.get("TIDINGS_WEBHOOK_SECRET")
+        if env:
+            return env.encode()
+        return self.store.get_or_create_secret("webhook-secret", secrets.token_bytes(32))
 
     def close(self) -> None:
         self.store.close()

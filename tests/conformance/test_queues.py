@@ -16,7 +16,7 @@ from tidings.errors import (
 )
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.messages import OutgoingMessage
-from tidings.model.queues import RedrivePolicy, RedriveAllowPolicy
+from tidings.model.queues import RedriveAllowPolicy, RedrivePolicy
 
 
 def test_create_get_list_delete(t: Tidings) -> None:

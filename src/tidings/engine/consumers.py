@@ -77,6 +77,21 @@ class App:
     retry_max_s: float = 900.0
     create_queues: bool = True  # create missing queues at start with default attributes
     handlers: dict[tuple[str, str], Registration] = field(default_factory=dict)
+    functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+    def function(self, name: str | None = None) -> Callable[[Callable[..., Any]],
+                                                             Callable[..., Any]]:
+        """Register a function target: a schedule with target `function:<name>` calls it
+        at the due time (see `tidings.targets.function`)."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            key = name or fn.__name__
+            if key in self.functions:
+                raise ValidationError("function", f"{key!r} is already registered")
+            self.functions[key] = fn
+            return fn
+
+        return register
 
     def handler(self, job_type: str, *, queue: str | None = None) -> Callable[[Handler], Handler]:
         if not job_type:

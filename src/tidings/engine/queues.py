@@ -199,7 +199,8 @@ class QueueService:
         for m in messages:
             try:
                 prepared.append(prepare(
-                    m, now=now, fifo=attrs.fifo, content_based_dedup=attrs.content_based_deduplication,
+                    m, now=now, fifo=attrs.fifo,
+                    content_based_dedup=attrs.content_based_deduplication,
                     default_delay_s=attrs.delay_s, max_delay_s=cap,
                     max_bytes=attrs.max_message_bytes, retention_s=attrs.retention_s))
                 order.append(m.entry_id)
@@ -209,9 +210,10 @@ class QueueService:
                 failures.append(BatchFailure(m.entry_id or "", "InvalidParameterValue", str(exc)))
         if not prepared:
             return [], failures
-        if _single is False and sum(len(p.body.encode()) for p in prepared) > attrs.max_message_bytes:
-            raise BatchError("BatchRequestTooLong",
-                             f"Batch requests cannot be longer than {attrs.max_message_bytes} bytes")
+        total = sum(len(p.body.encode()) for p in prepared)
+        if not _single and total > attrs.max_message_bytes:
+            raise BatchError("BatchRequestTooLong", "Batch requests cannot be longer than"
+                             f" {attrs.max_message_bytes} bytes")
         stored = self.store.send_messages(record.id, prepared, fifo=attrs.fifo, now=now)
         self.notifier.notify(queue_channel(record.id))
         results = [

@@ -19,6 +19,8 @@ from typing import Any, Protocol
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
 from tidings.engine.consumers import App, Consumer
+from tidings.engine.deliveries import Targets, delivery_app
+from tidings.engine.dispatcher import Dispatcher, ensure_delivery_queue
 from tidings.engine.sweeper import Sweeper
 from tidings.errors import ValidationError
 from tidings.settings import Settings
@@ -57,8 +59,16 @@ class Node:
             Sweeper(t.queues, self.bridge, interval_s=settings.sweep_interval_s,
                     job_memory_s=settings.job_memory_s)
         ]
+        ensure_delivery_queue(t.queues)
+        self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock, t.notifier,
+                                     self.bridge)
+        self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret())
+        self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock), t.queues,
+                                   self.bridge, concurrency=settings.concurrency,
+                                   grace_s=settings.shutdown_grace_s)
+        self.services += [self.dispatcher, self.deliveries]
         self.consumer: Consumer | None = None
-        if app is not None and serve_consumers:
+        if app is not None and serve_consumers and app.handlers:
             self.consumer = Consumer(app, t.queues, self.bridge,
                                      concurrency=settings.concurrency,
                                      grace_s=settings.shutdown_grace_s)
@@ -83,6 +93,7 @@ class Node:
             for r in results:
                 if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
                     log.error("service stopped with an error: %r", r)
+            await self.targets.close()
 
     def stop(self) -> None:
         self._stopped.set()

@@ -45,7 +45,8 @@ def check_range(field_name: str, value: Any, low: int, high: int, unit: str = ""
         try:
             value = int(str(value).strip())
         except ValueError:
-            raise ValidationError(field_name, f"must be an integer from {low} to {high}{unit}") from None
+            raise ValidationError(field_name,
+                                  f"must be an integer from {low} to {high}{unit}") from None
     if not low <= value <= high:
         raise ValidationError(field_name, f"must be from {low} to {high}{unit}, got {value}")
     return int(value)

@@ -44,7 +44,8 @@ class ReceiptSigner:
         try:
             raw = base64.urlsafe_b64decode(handle + "=" * (-len(handle) % 4))
         except (ValueError, TypeError):
-            raise ReceiptHandleInvalid(f"The input receipt handle {handle!r} is not valid.") from None
+            raise ReceiptHandleInvalid(
+                f"The input receipt handle {handle!r} is not valid.") from None
         if len(raw) != _LAYOUT.size + _TAG_BYTES:
             raise ReceiptHandleInvalid(f"The input receipt handle {handle!r} is not valid.")
         payload, tag = raw[: _LAYOUT.size], raw[_LAYOUT.size :]

@@ -23,6 +23,7 @@ from typing import Protocol
 from tidings.model.messages import NewMessage
 from tidings.model.queues import QueueAttributes
 from tidings.model.receipts import Receipt
+from tidings.model.schedules import Schedule, ScheduleGroup, ScheduleSpec
 from tidings.model.states import MoveTaskStatus
 
 
@@ -116,8 +117,8 @@ class MoveTask:
     failure_reason: str | None = None
 
 
-class Store(Protocol):
-    """Durable state of queues and messages (schedules join in the scheduler issue)."""
+class QueueStore(Protocol):
+    """Durable state of queues and messages."""
 
     url: str
     max_concurrency: int
@@ -202,3 +203,74 @@ class Store(Protocol):
     ) -> bool:
         """Set progress/status if the task is still RUNNING (compare-and-set)."""
         ...
+
+
+# schedules ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NewSchedule:
+    spec: ScheduleSpec
+    next_fire_at: int | None
+    due_at: int | None
+
+
+@dataclass(frozen=True)
+class TargetMessage:
+    """A message a firing writes, in the firing's own transaction."""
+
+    queue_id: int
+    fifo: bool
+    message: NewMessage
+
+
+@dataclass(frozen=True)
+class Firing:
+    """The outcome of one claimed schedule: what to write, applied only if the claim holds."""
+
+    schedule_id: int
+    claim_token: int
+    occurrence: int  # the next_fire_at that was claimed (compare-and-set)
+    next_fire_at: int | None
+    due_at: int | None
+    delete: bool
+    fired: bool  # False when the occurrence was skipped (older than its maximum event age)
+    messages: Sequence[TargetMessage] = ()
+
+
+class ScheduleStore(Protocol):
+    """Schedules and groups; part of every backend beside the queue methods above."""
+
+    def create_group(self, name: str, tags: dict[str, str], now: int) -> bool: ...
+    def get_group(self, name: str) -> ScheduleGroup: ...
+    def list_groups(self, prefix: str, after: str | None, limit: int) -> list[ScheduleGroup]: ...
+    def delete_group(self, name: str) -> int:
+        """Delete the group and every schedule in it; returns how many schedules went."""
+        ...
+
+    def tag_group(self, name: str, tags: dict[str, str], now: int) -> None: ...
+
+    def insert_schedules(self, rows: Sequence[NewSchedule], now: int) -> list[bool]:
+        """Insert many schedules in one transaction; False where (group, name) exists."""
+        ...
+
+    def get_schedule(self, group: str, name: str) -> Schedule: ...
+    def list_schedules(self, group: str | None, prefix: str, state: str | None,
+                       after: tuple[str, str] | None, limit: int) -> list[Schedule]: ...
+    def replace_schedule(self, row: NewSchedule, now: int) -> Schedule: ...
+    def delete_schedule(self, group: str, name: str) -> None: ...
+    def next_due_at(self) -> int | None: ...
+    def claim_due_schedules(self, now: int, limit: int, claim_ms: int,
+                            token: int) -> list[Schedule]:
+        """Take up to `limit` schedules due at `now`, earliest first, for `claim_ms`."""
+        ...
+
+    def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:
+        """Advance or delete each claimed schedule and write its messages, all in one
+        transaction; a firing whose claim no longer holds writes nothing (False)."""
+        ...
+
+    def count_schedules(self) -> int: ...
+
+
+class Store(QueueStore, ScheduleStore, Protocol):
+    """Everything a backend stores: the one contract `open_store` returns."""

@@ -39,6 +39,7 @@ from tidings.store.base import (
 )
 from tidings.store.migrate import migrate_sqlite
 from tidings.store.sqlfiles import queries
+from tidings.store.sqlite_schedules import SQLiteSchedules
 
 Q = queries("sqlite")
 
@@ -47,7 +48,7 @@ def _ids(ids: Sequence[int]) -> str:
     return json.dumps(list(ids))
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteSchedules):
     max_concurrency = 1
 
     def __init__(self, path: str, *, now: int, synchronous: str | None = None) -> None:
@@ -149,7 +150,8 @@ class SQLiteStore:
     def list_queues(self, prefix: str, after: str | None, limit: int) -> list[QueueRecord]:
         # Prefix match by range (name >= prefix AND name < prefix + U+10FFFF) rather than
         # LIKE, whose wildcards a queue name may not contain but a prefix could.
-        sql = Q["queue_columns"] + " WHERE name >= ? AND name < ? AND name > ? ORDER BY name LIMIT ?"
+        sql = (Q["queue_columns"]
+               + " WHERE name >= ? AND name < ? AND name > ? ORDER BY name LIMIT ?")
         with self._lock:
             rows = self._conn.execute(
                 sql, (prefix, prefix + "\U0010ffff", after or "", limit)
@@ -203,34 +205,35 @@ class SQLiteStore:
     def send_messages(
         self, queue_id: int, messages: Sequence[NewMessage], *, fifo: bool, now: int
     ) -> list[StoredSend]:
-        out: list[StoredSend] = []
         with self._tx() as conn:
-            stored = 0
-            for m in messages:
-                if fifo and m.deduplication_id is not None:
-                    dup = conn.execute(
-                        Q["find_dedup"], (queue_id, m.deduplication_id, now)
-                    ).fetchone()
-                    if dup is not None:
-                        out.append(StoredSend(dup[0], dup[1], True))
-                        continue
-                cur = conn.execute(
-                    Q["insert_message"],
-                    (queue_id, m.message_id, m.body, m.md5_body, encode_attributes(m.attributes),
-                     m.md5_attributes, m.visible_at, m.sent_at, m.expires_at, m.group_id,
-                     m.deduplication_id),
-                )
-                stored += 1
-                seq = cur.lastrowid if fifo else None
-                if fifo and m.deduplication_id is not None:
-                    conn.execute(
-                        Q["put_dedup"],
-                        (queue_id, m.deduplication_id, m.message_id, seq,
-                         now + FIFO_DEDUP_WINDOW_MS),
-                    )
-                out.append(StoredSend(m.message_id, seq, False))
-            if stored:
-                conn.execute(Q["add_count"], (stored, queue_id))
+            return self._write_messages(conn, queue_id, messages, fifo, now)
+
+    @staticmethod
+    def _write_messages(conn: sqlite3.Connection, queue_id: int,
+                        messages: Sequence[NewMessage], fifo: bool, now: int) -> list[StoredSend]:
+        """Insert inside the caller's transaction (sends, and firings of schedules)."""
+        out: list[StoredSend] = []
+        stored = 0
+        for m in messages:
+            if fifo and m.deduplication_id is not None:
+                dup = conn.execute(Q["find_dedup"], (queue_id, m.deduplication_id, now)).fetchone()
+                if dup is not None:
+                    out.append(StoredSend(dup[0], dup[1], True))
+                    continue
+            cur = conn.execute(
+                Q["insert_message"],
+                (queue_id, m.message_id, m.body, m.md5_body, encode_attributes(m.attributes),
+                 m.md5_attributes, m.visible_at, m.sent_at, m.expires_at, m.group_id,
+                 m.deduplication_id),
+            )
+            stored += 1
+            seq = cur.lastrowid if fifo else None
+            if fifo and m.deduplication_id is not None:
+                conn.execute(Q["put_dedup"], (queue_id, m.deduplication_id, m.message_id, seq,
+                                              now + FIFO_DEDUP_WINDOW_MS))
+            out.append(StoredSend(m.message_id, seq, False))
+        if stored:
+            conn.execute(Q["add_count"], (stored, queue_id))
         return out
 
     def receive_messages(self, params: ReceiveParams) -> ReceiveOutcome:
@@ -294,10 +297,8 @@ class SQLiteStore:
         out = []
         with self._tx() as conn:
             for rc in receipts:
-                out.append(
-                    conn.execute(Q["delete_message"], (rc.row_id, queue_id, rc.lease_token)).rowcount
-                    > 0
-                )
+                cur = conn.execute(Q["delete_message"], (rc.row_id, queue_id, rc.lease_token))
+                out.append(cur.rowcount > 0)
             if any(out):
                 conn.execute(Q["add_count"], (-sum(out), queue_id))
         return out

@@ -156,3 +156,69 @@ WHERE handle = ? AND status = 'RUNNING';
 
 -- name: queue_count_by_id
 SELECT COUNT(*) FROM messages WHERE queue_id = ?;
+
+-- ---------------------------------------------------------------------------------------
+-- schedules
+
+-- name: insert_group
+INSERT INTO schedule_groups (name, created_at, modified_at, tags) VALUES (?, ?, ?, ?)
+ON CONFLICT (name) DO NOTHING;
+
+-- name: group_columns
+SELECT name, created_at, modified_at, tags FROM schedule_groups;
+
+-- name: delete_group
+DELETE FROM schedule_groups WHERE name = ?;
+
+-- name: update_group_tags
+UPDATE schedule_groups SET tags = ?, modified_at = ? WHERE name = ?;
+
+-- name: delete_group_schedules
+DELETE FROM schedules WHERE group_name = ?;
+
+-- name: insert_schedule
+INSERT INTO schedules (group_name, name, state, expression, timezone, start_at, end_at,
+                       flex_minutes, target, action_after_completion, description, client_token,
+                       next_fire_at, due_at, created_at, modified_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (group_name, name) DO NOTHING;
+
+-- name: schedule_columns
+SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
+       target, action_after_completion, description, client_token, next_fire_at, due_at,
+       last_fired_at, created_at, modified_at
+FROM schedules;
+
+-- name: replace_schedule
+UPDATE schedules
+SET state = ?, expression = ?, timezone = ?, start_at = ?, end_at = ?, flex_minutes = ?,
+    target = ?, action_after_completion = ?, description = ?, next_fire_at = ?, due_at = ?,
+    claim_token = NULL, modified_at = ?
+WHERE group_name = ? AND name = ?;
+
+-- name: delete_schedule
+DELETE FROM schedules WHERE group_name = ? AND name = ?;
+
+-- name: next_due_at
+SELECT MIN(due_at) FROM schedules WHERE due_at IS NOT NULL;
+
+-- name: claim_due
+-- Claiming moves due_at to the end of the claim: if this node dies before completing,
+-- the row becomes due again then and another dispatcher takes it (no rescuer needed).
+UPDATE schedules SET due_at = ?, claim_token = ?
+WHERE id IN (SELECT id FROM schedules WHERE due_at <= ? ORDER BY due_at LIMIT ?)
+RETURNING id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
+          target, action_after_completion, description, client_token, next_fire_at, due_at,
+          last_fired_at, created_at, modified_at;
+
+-- name: advance_schedule
+-- Compare-and-set on the claim and the occurrence: an occurrence advances (fires) once.
+UPDATE schedules SET next_fire_at = ?, due_at = ?, claim_token = NULL,
+    last_fired_at = COALESCE(?, last_fired_at)
+WHERE id = ? AND claim_token = ? AND next_fire_at = ?;
+
+-- name: delete_fired_schedule
+DELETE FROM schedules WHERE id = ? AND claim_token = ? AND next_fire_at = ?;
+
+-- name: count_schedules
+SELECT COUNT(*) FROM schedules;

@@ -1,0 +1,5 @@
+"""`python -m tidings` is the `tidings` command."""
+
+from tidings.cli.main import main
+
+main()

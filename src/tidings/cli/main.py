@@ -1,0 +1,73 @@
+"""The `tidings` command: `serve`, `worker` and `queue …` (console script and `python -m`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tidings.cli import queues
+from tidings.cli.output import errors_handled
+from tidings.settings import Settings
+
+app = typer.Typer(
+    name="tidings",
+    help="Self-hosted queues, schedules and email delivery.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,  # locals can hold database URLs with passwords
+)
+app.add_typer(queues.app, name="queue")
+
+# Defaults of None: Settings.from_env fills them from TIDINGS_* variables, then its own
+# defaults, so a flag beats the environment, which beats the built-in value.
+DbFlag = Annotated[str | None, typer.Option(
+    "--db", metavar="URL", show_default=False,
+    help="Database URL (env TIDINGS_DB; default sqlite:///tidings.db).")]
+AppFlag = Annotated[str | None, typer.Option(
+    "--app", metavar="MODULE:ATTR", show_default=False,
+    help="Your tidings.App, to run its consumers (env TIDINGS_APP).")]
+ConcurrencyFlag = Annotated[int | None, typer.Option(
+    min=1, show_default=False,
+    help="Messages handled at once by consumers (env TIDINGS_CONCURRENCY; default 8).")]
+
+
+@app.command()
+def serve(
+    db: DbFlag = None,
+    host: Annotated[str | None, typer.Option(
+        show_default=False, help="Interface to listen on (env TIDINGS_HOST; default "
+        "127.0.0.1, loopback only).")] = None,
+    port: Annotated[int | None, typer.Option(
+        show_default=False, help="TCP port (env TIDINGS_PORT; default 9324).")] = None,
+    app_spec: AppFlag = None,
+    concurrency: ConcurrencyFlag = None,
+) -> None:
+    """Run the HTTP API, the background loops and your app's consumers until Ctrl-C."""
+    with errors_handled():
+        settings = Settings.from_env(db=db, host=host, port=port, app=app_spec,
+                                     concurrency=concurrency)
+        from tidings.engine.runtime import serve as run_server  # heavy: only when serving
+
+        run_server(settings)
+
+
+@app.command()
+def worker(
+    app_spec: AppFlag = None,
+    db: DbFlag = None,
+    concurrency: ConcurrencyFlag = None,
+) -> None:
+    """Run your app's consumers (and maintenance) without the HTTP API."""
+    with errors_handled():
+        settings = Settings.from_env(db=db, app=app_spec, concurrency=concurrency)
+        from tidings.engine.runtime import work
+
+        work(settings)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

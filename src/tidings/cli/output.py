@@ -1,0 +1,84 @@
+"""How CLI commands print, fail and open the database.
+
+Output contract: with `--json`, exactly one JSON document on stdout; otherwise rich tables
+for people. Errors always go to stderr as `error: <field>: <rule>` (or `error: <message>`).
+Exit codes: 0 ok, 1 not found / conflict / runtime failure, 2 bad usage or invalid value
+(the same code click uses for usage errors, so scripts can tell "fix your command" apart).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tidings.client import Tidings
+from tidings.errors import BatchError, TidingsError, ValidationError
+from tidings.store import DEFAULT_URL
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+DbOption = Annotated[str, typer.Option(
+    "--db", envvar="TIDINGS_DB", metavar="URL",
+    help="Database: sqlite:///path.db or postgresql://… (env TIDINGS_DB).")]
+JsonOption = Annotated[bool, typer.Option(
+    "--json", help="Print one JSON document on stdout instead of tables.")]
+
+DEFAULT_DB = DEFAULT_URL
+
+stdout = Console(soft_wrap=False, highlight=False)
+stderr = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    # markup=False: messages quote user input, which may contain [brackets]
+    stderr.print(f"error: {message}", markup=False, highlight=False)
+    return typer.Exit(code)
+
+
+def exit_code(exc: TidingsError) -> int:
+    return EXIT_USAGE if isinstance(exc, ValidationError | BatchError) else EXIT_FAILURE
+
+
+@contextmanager
+def tidings(db: str) -> Iterator[Tidings]:
+    """Open the database for one command; a tidings error becomes a message and an exit
+    code instead of a traceback."""
+    try:
+        with Tidings(db) as t:
+            yield t
+    except TidingsError as exc:
+        raise fail(exc.message, exit_code(exc)) from None
+
+
+@contextmanager
+def errors_handled() -> Iterator[None]:
+    """For commands that do not open the database themselves (serve, worker)."""
+    try:
+        yield
+    except TidingsError as exc:
+        raise fail(exc.message, exit_code(exc)) from None
+
+
+def emit_json(doc: Any) -> None:
+    print(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    t = Table(title=title, title_justify="left")
+    for col in columns:
+        t.add_column(col, overflow="fold")
+    for row in rows:
+        # Text(), not str: a body like "[bold]" must print as written, not as markup.
+        t.add_row(*(Text("" if v is None else str(v)) for v in row))
+    stdout.print(t)
+
+
+def line(text: str) -> None:
+    stdout.print(text, markup=False, highlight=False)

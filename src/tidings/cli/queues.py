@@ -1,0 +1,266 @@
+"""`tidings queue …`: manage queues and their messages from a shell."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Annotated, Any
+
+import typer
+
+from tidings.cli.output import (
+    DEFAULT_DB,
+    DbOption,
+    JsonOption,
+    emit_json,
+    line,
+    table,
+    tidings,
+)
+from tidings.client import Tidings
+from tidings.errors import ValidationError
+from tidings.model.digests import MessageAttributeValue
+from tidings.model.queues import MAX_RETENTION_S, RedrivePolicy, check_range
+from tidings.server.native.views import message_json, queue_json, send_json
+
+app = typer.Typer(help="Create, inspect and use queues.", no_args_is_help=True)
+
+Name = Annotated[str, typer.Argument(help="Queue name (FIFO queues end with .fifo).",
+                                     show_default=False)]
+
+
+def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValidationError(option, f"must look like key=value, got {item!r}")
+        out[key] = value
+    return out
+
+
+def _describe(t: Tidings, name: str) -> dict[str, Any]:
+    info = t.queues.describe(name)
+    return queue_json(info.record, info.counts)
+
+
+def _print_queue(doc: dict[str, Any]) -> None:
+    attrs = doc["attributes"]
+    rows: list[tuple[str, Any]] = [("name", doc["name"]), ("fifo", doc["fifo"])]
+    rows += [(k, _attr_text(k, v)) for k, v in attrs.items() if k != "fifo" and v is not None]
+    rows += [("tags", ", ".join(f"{k}={v}" for k, v in doc["tags"].items()) or "-")]
+    rows += [(f"messages {k}", v) for k, v in doc.get("counts", {}).items()]
+    rows += [("created_at", doc["created_at"]), ("modified_at", doc["modified_at"])]
+    table(None, ["attribute", "value"], rows)
+
+
+def _attr_text(key: str, value: Any) -> Any:
+    if key == "redrive_policy":
+        return f"{value['dead_letter_queue']} after {value['max_receive_count']} receives"
+    if key == "redrive_allow_policy":
+        return " ".join([value["permission"], *value["source_queues"]])
+    return value
+
+
+@app.command()
+def create(
+    name: Name,
+    visibility_timeout: Annotated[int | None, typer.Option(
+        help="Seconds a received message stays invisible (0-43200; default 30).")] = None,
+    delay: Annotated[int | None, typer.Option(
+        help="Default delay of new messages in seconds (0-900; default 0).")] = None,
+    retention: Annotated[int | None, typer.Option(
+        help="Seconds a message is kept (60-1209600; default 4 days).")] = None,
+    max_message_size: Annotated[int | None, typer.Option(
+        help="Largest message in bytes (1024-1048576).")] = None,
+    receive_wait: Annotated[int | None, typer.Option(
+        help="Default long-poll wait of a receive in seconds (0-20).")] = None,
+    dlq: Annotated[str | None, typer.Option(
+        help="Dead-letter queue (must exist); needs --max-receive-count.")] = None,
+    max_receive_count: Annotated[int | None, typer.Option(
+        help="Receives before a message moves to the dead-letter queue (1-1000).")] = None,
+    content_based_dedup: Annotated[bool, typer.Option(
+        "--content-based-dedup", help="FIFO: deduplicate by a SHA-256 of the body.")] = False,
+    tag: Annotated[list[str] | None, typer.Option(
+        help="A tag key=value (repeatable).")] = None,
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a queue (creating it again with the same settings is fine)."""
+    with tidings(db) as t:
+        if (dlq is None) != (max_receive_count is None):
+            raise ValidationError("--dlq/--max-receive-count", "give both or neither")
+        given = {
+            "visibility_timeout_s": visibility_timeout, "delay_s": delay,
+            "retention_s": retention, "max_message_bytes": max_message_size,
+            "receive_wait_s": receive_wait,
+        }
+        attrs: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        if dlq is not None and max_receive_count is not None:
+            attrs["redrive_policy"] = RedrivePolicy(dlq, max_receive_count)
+        if content_based_dedup:
+            attrs["content_based_deduplication"] = True
+        t.queues.create_queue(name, **attrs, tags=_pairs(tag, "--tag"))
+        doc = _describe(t, name)
+    if as_json:
+        emit_json(doc)
+    else:
+        _print_queue(doc)
+
+
+@app.command("list")
+def list_(
+    prefix: Annotated[str, typer.Option(help="Only queues whose name starts with this.")] = "",
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    """List queues with their approximate message counts."""
+    with tidings(db) as t:
+        docs: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            records, token = t.queues.list_queues(prefix, next_token=token)
+            docs += [_describe(t, r.name) for r in records]
+            if token is None:
+                break
+    if as_json:
+        emit_json({"queues": docs})
+        return
+    table(None, ["name", "visible", "in flight", "delayed", "dead-letter queue"], [
+        (d["name"], d["counts"]["visible"], d["counts"]["in_flight"], d["counts"]["delayed"],
+         (d["attributes"]["redrive_policy"] or {}).get("dead_letter_queue"))
+        for d in docs])
+
+
+@app.command()
+def get(name: Name, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+    """Show a queue's settings, tags and approximate message counts."""
+    with tidings(db) as t:
+        doc = _describe(t, name)
+    if as_json:
+        emit_json(doc)
+    else:
+        _print_queue(doc)
+
+
+@app.command()
+def delete(name: Name, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+    """Delete a queue and every message in it."""
+    with tidings(db) as t:
+        t.queues.delete_queue(name)
+    if as_json:
+        emit_json({"deleted": name})
+    else:
+        line(f"deleted queue {name}")
+
+
+@app.command()
+def purge(name: Name, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+    """Delete every message of a queue (at most once a minute, as SQS)."""
+    with tidings(db) as t:
+        n = t.queues.purge_queue(name)
+    if as_json:
+        emit_json({"queue": name, "purged": n})
+    else:
+        line(f"purged {n} message(s) from {name}")
+
+
+@app.command()
+def send(
+    name: Name,
+    body: Annotated[str, typer.Argument(help="Message body, or - to read it from stdin.",
+                                        show_default=False)],
+    delay: Annotated[int | None, typer.Option(
+        help="Seconds before it can be received (up to the queue's retention).")] = None,
+    group_id: Annotated[str | None, typer.Option(help="Message group (FIFO).")] = None,
+    dedup_id: Annotated[str | None, typer.Option(help="Deduplication id (FIFO).")] = None,
+    attr: Annotated[list[str] | None, typer.Option(
+        help="A String message attribute name=value (repeatable).")] = None,
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    """Send one message."""
+    text = sys.stdin.read() if body == "-" else body
+    with tidings(db) as t:
+        attributes = {k: MessageAttributeValue("String", v)
+                      for k, v in _pairs(attr, "--attr").items()}
+        result = t.queues.send(name, text, delay_s=delay, attributes=attributes,
+                               group_id=group_id, deduplication_id=dedup_id,
+                               max_delay_s=MAX_RETENTION_S)
+    doc = send_json(result)
+    if as_json:
+        emit_json(doc)
+    else:
+        line(f"sent {doc['message_id']}")
+
+
+@app.command()
+def receive(
+    name: Name,
+    n: Annotated[int, typer.Option("-n", "--max", help="Up to this many messages (1-10).")] = 1,
+    wait: Annotated[int | None, typer.Option(
+        help="Long poll: seconds to wait for a message (0-20; default: the queue's).")] = None,
+    visibility_timeout: Annotated[int | None, typer.Option(
+        help="Seconds the messages stay invisible (default: the queue's).")] = None,
+    delete: Annotated[bool, typer.Option(
+        "--delete", help="Delete the messages after printing them.")] = False,
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    """Receive messages and print them."""
+    with tidings(db) as t:
+        got = t.queues.receive(name, n, wait_s=wait, visibility_s=visibility_timeout)
+        docs = [message_json(m) for m in got]
+        if as_json:
+            emit_json({"messages": docs})
+        elif docs:
+            table(None, ["message id", "receives", "body"],
+                  [(d["message_id"], d["receive_count"], d["body"]) for d in docs])
+        else:
+            line("no messages")
+        if delete:
+            # After printing, so an interrupted print never loses a message.
+            for m in got:
+                t.queues.delete(name, m.receipt_handle)
+
+
+@app.command()
+def redrive(
+    dlq: Annotated[str, typer.Argument(help="The dead-letter queue to empty.",
+                                       show_default=False)],
+    to: Annotated[str | None, typer.Option(
+        "--to", help="Queue to move to (default: each message back to its source queue).")]
+    = None,
+    max_per_second: Annotated[int | None, typer.Option(
+        help="Move at most this many messages per second (1-500), printing progress.")]
+    = None,
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    """Move messages out of a dead-letter queue, in the foreground."""
+    with tidings(db) as t:
+        if max_per_second is None:
+            moved = t.queues.redrive(dlq, to)
+        else:
+            moved = _redrive_at_rate(t, dlq, to, max_per_second, progress=not as_json)
+    if as_json:
+        emit_json({"queue": dlq, "destination": to, "moved": moved})
+    else:
+        line(f"moved {moved} message(s) out of {dlq}")
+
+
+def _redrive_at_rate(t: Tidings, dlq: str, to: str | None, rate: int, *,
+                     progress: bool) -> int:
+    """One second's worth per step, then sleep out the rest of the second: the rate holds
+    over any window of a second, not just on average."""
+    rate = check_range("--max-per-second", rate, 1, 500)
+    moved = 0
+    while True:
+        started = time.monotonic()
+        n = t.queues.redrive(dlq, to, limit=rate)
+        moved += n
+        if progress and n:
+            line(f"moved {moved} so far")
+        if n < rate:
+            return moved
+        time.sleep(max(0.0, 1.0 - (time.monotonic() - started)))

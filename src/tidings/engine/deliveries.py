@@ -1,0 +1,143 @@
+"""Deliveries to non-queue targets (webhook, function, email), run as jobs of the internal
+delivery queue, so they share the queue engine's leases, retries and crash safety.
+
+A failed attempt is retried with exponential backoff and jitter until the target's retry
+policy is exhausted (MaximumRetryAttempts, or MaximumEventAgeInSeconds counted from the
+scheduled time) or the failure is permanent; then the dead-letter event goes to the
+schedule's DLQ (if it has one) and the delivery is acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from typing import Any
+
+from tidings.clock import Clock
+from tidings.engine import metrics
+from tidings.engine.consumers import App, Job
+from tidings.engine.dispatcher import DELIVERY_QUEUE
+from tidings.engine.queues import QueueService
+from tidings.errors import TidingsError, ValidationError
+from tidings.model.schedules import Target, TargetKind
+from tidings.targets.base import DeliveryError, FiringContext, Route, Suppress, render_input
+from tidings.targets.deadletter import dead_letter_attributes
+from tidings.targets.function import as_input, event_for
+from tidings.targets.webhook import WebhookSender
+
+log = logging.getLogger("tidings.deliveries")
+MAX_ROUTE_DEPTH = 4
+
+
+class Targets:
+    """Delivers one input to one non-queue target."""
+
+    def __init__(self, queues: QueueService, functions: dict[str, Any],
+                 webhook_secret: bytes) -> None:
+        self.queues = queues
+        self.functions = functions
+        self.webhooks = WebhookSender(webhook_secret)
+
+    async def deliver(self, target: Target, body: str, ctx: FiringContext, attempt: int,
+                      depth: int = 0) -> str:
+        """Returns the outcome: "delivered" or "suppressed"; raises DeliveryError."""
+        if depth > MAX_ROUTE_DEPTH:
+            raise DeliveryError("RouteLoop", "function targets routed more than 4 times",
+                                retryable=False)
+        if target.kind is TargetKind.WEBHOOK:
+            await self.webhooks.send(target, body, ctx, attempt)
+            return "delivered"
+        if target.kind is TargetKind.QUEUE:
+            try:
+                await asyncio.to_thread(self.queues.send, target.destination, body,
+                                        group_id=target.message_group_id,
+                                        deduplication_id=ctx.execution_id
+                                        if target.destination.endswith(".fifo") else None)
+            except TidingsError as exc:
+                raise DeliveryError(type(exc).__name__, exc.message, retryable=False) from None
+            return "delivered"
+        if target.kind is TargetKind.FUNCTION:
+            return await self._function(target, body, ctx, attempt, depth)
+        raise DeliveryError("UnsupportedTarget", f"{target.kind} targets are not available",
+                            retryable=False)
+
+    async def _function(self, target: Target, body: str, ctx: FiringContext, attempt: int,
+                        depth: int) -> str:
+        fn = self.functions.get(target.destination)
+        if fn is None:
+            raise DeliveryError("FunctionNotFound",
+                                f"no function {target.destination!r} is registered on this"
+                                " node's app", retryable=True)
+        event = event_for(body, ctx, attempt)
+        try:
+            if inspect.iscoroutinefunction(fn):
+                result = await fn(event)
+            else:
+                result = await asyncio.to_thread(fn, event)
+        except Exception as exc:  # noqa: BLE001 - the user's code failed: a retry
+            raise DeliveryError("FunctionError", f"{type(exc).__name__}: {exc}") from exc
+        then = target.options.get("then")
+        if isinstance(result, Suppress):
+            return "suppressed"
+        if isinstance(result, Route):
+            routed = result.target
+            if isinstance(routed, str):
+                routed = Target(TargetKind.QUEUE, routed)
+            new_body = body if result.input is None else as_input(result.input)
+            return await self.deliver(routed, new_body, ctx, attempt, depth + 1)
+        if then is None:
+            return "delivered"
+        new_body = body if result is None else as_input(result)
+        return await self.deliver(Target.from_json(then), new_body, ctx, attempt, depth + 1)
+
+    async def close(self) -> None:
+        await self.webhooks.close()
+
+
+def delivery_app(targets: Targets, queues: QueueService, clock: Clock) -> App:
+    """The built-in app whose one handler performs deliveries."""
+    app = App(queue=DELIVERY_QUEUE, retry_base_s=1.0, retry_max_s=300.0, create_queues=False)
+
+    @app.handler("tidings.delivery")
+    async def deliver(job: Job) -> None:
+        ctx = FiringContext.from_json(job.payload["context"])
+        target = Target.from_json(job.payload["target"])
+        body = render_input(job.payload.get("input") or "{}", ctx, job.attempt)
+        kind = target.kind.value
+        try:
+            outcome = await targets.deliver(target, body, ctx, job.attempt)
+            metrics.DELIVERED.labels(kind).inc()
+            log.debug("delivered %s to %s: %s", ctx.execution_id, kind, outcome)
+            return
+        except DeliveryError as exc:
+            metrics.FAILED.labels(kind).inc()
+            failure = exc
+        exhausted = _exhausted(target, failure, job.attempt, ctx, clock.now_ms())
+        if exhausted is None:
+            raise failure  # retried by the consumer with backoff
+        metrics.DEAD_LETTERED.labels(kind).inc()
+        log.warning("delivery %s of %s/%s gave up (%s): %s", ctx.execution_id, ctx.group,
+                    ctx.name, exhausted, failure.message)
+        if target.dead_letter_queue:
+            attrs = dead_letter_attributes(ctx, target, failure.code, failure.message,
+                                           attempts=job.attempt, exhausted=exhausted)
+            await asyncio.to_thread(queues.send, target.dead_letter_queue, body,
+                                    attributes=attrs)
+
+    return app
+
+
+def _exhausted(target: Target, failure: DeliveryError, attempt: int, ctx: FiringContext,
+               now: int) -> str | None:
+    policy = target.retry_policy
+    if not failure.retryable:
+        return "NonRetryableError"
+    if attempt > policy.maximum_retry_attempts:  # attempt 1 is not a retry
+        return "MaximumRetryAttempts"
+    if now - ctx.scheduled_time >= policy.maximum_event_age_s * 1000:
+        return "MaximumEventAgeInSeconds"
+    return None
+
+
+__all__ = ["Targets", "delivery_app", "ValidationError"]

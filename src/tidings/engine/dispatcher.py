@@ -1,0 +1,239 @@
+"""The dispatcher: fires due schedules, in batches, exactly once into their queues.
+
+One pass claims up to `batch` due schedules (earliest first) for `claim_ms`, plans each
+firing in Python (next occurrence, target message), then completes them all in one
+transaction that advances or deletes each schedule *and* writes its messages. The
+completion is a compare-and-set on (claim token, occurrence), so a node that lost its
+claim (paused past `claim_ms`, or killed) writes nothing, and the node that took over
+fires the occurrence once. When nothing is due the loop sleeps until the next due
+instant, woken early when a schedule is created: idle costs one indexed query a second.
+
+Missed occurrences (after downtime): a one-shot always fires; a recurring schedule fires
+only its latest missed occurrence, and only if it is younger than its maximum event age.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tidings.clock import Clock
+from tidings.engine import metrics
+from tidings.engine.bridge import Bridge
+from tidings.engine.queues import QueueService
+from tidings.engine.schedules import (
+    SCHEDULES_CHANNEL,
+    ScheduleService,
+    flex_offset_ms,
+    schedule_trigger,
+)
+from tidings.errors import QueueNotFound, ValidationError
+from tidings.model.digests import MessageAttributeValue
+from tidings.model.messages import OutgoingMessage, prepare
+from tidings.model.schedules import ActionAfterCompletion, Schedule, TargetKind
+from tidings.notify.base import Notifier, queue_channel
+from tidings.store.base import Firing, QueueRecord, Store, TargetMessage
+from tidings.targets.base import FiringContext, render_input
+from tidings.targets.deadletter import dead_letter_attributes
+
+log = logging.getLogger("tidings.dispatcher")
+
+DELIVERY_QUEUE = "tidings-deliveries"
+IDLE_POLL_S = 1.0  # bounds the wait for schedules created by another process
+MAX_CATCH_UP_STEPS = 1_000_000
+
+
+@dataclass
+class _Batch:
+    now: int
+    queues: dict[str, QueueRecord | None]
+
+
+class Dispatcher:
+    def __init__(self, schedules: ScheduleService, queues: QueueService, store: Store,
+                 clock: Clock, notifier: Notifier, bridge: Bridge, *, batch: int = 1000,
+                 claim_ms: int = 60_000) -> None:
+        self.schedules = schedules
+        self.queues = queues
+        self.store = store
+        self.clock = clock
+        self.notifier = notifier
+        self.bridge = bridge
+        self.batch = batch
+        self.claim_ms = claim_ms
+        self._stopping = asyncio.Event()
+        self.fired = 0
+        self.on_fired: Callable[[list[int]], None] | None = None  # lateness probe (bench)
+
+    # the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self.bridge.run(self._ensure_delivery_queue)
+        while not self._stopping.is_set():
+            seen = self.notifier.version(SCHEDULES_CHANNEL)
+            n = await self.bridge.run(self.fire_due)
+            if n >= self.batch:
+                continue  # more may be due right now
+            nxt = await self.bridge.run(self.store.next_due_at)
+            pause = IDLE_POLL_S
+            if nxt is not None:
+                pause = min(max((nxt - self.clock.now_ms()) / 1000, 0.0), IDLE_POLL_S)
+            if pause > 0:
+                waiter = asyncio.create_task(self.notifier.wait(SCHEDULES_CHANNEL, seen, pause))
+                stopper = asyncio.create_task(self._stopping.wait())
+                await asyncio.wait([waiter, stopper], return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+                stopper.cancel()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def _ensure_delivery_queue(self) -> None:
+        ensure_delivery_queue(self.queues)
+
+    # one pass -----------------------------------------------------------------------------
+
+    def fire_due(self) -> int:
+        """Claim, plan and complete one batch; returns how many schedules were claimed."""
+        now = self.clock.now_ms()
+        token = secrets.randbits(62)
+        claimed = self.store.claim_due_schedules(now, self.batch, self.claim_ms, token)
+        if not claimed:
+            return 0
+        batch = _Batch(now, {})
+        firings = [self._plan(s, token, batch) for s in claimed]
+        done_at = self.clock.now_ms()
+        held = self.store.complete_firings(firings, done_at)
+        lateness: list[int] = []
+        touched: set[int] = set()
+        for firing, schedule, ok in zip(firings, claimed, held, strict=True):
+            if not ok:
+                log.warning("lost the claim on schedule %s/%s; another node fired it",
+                            schedule.group, schedule.name)
+                continue
+            if firing.fired:
+                kind = schedule.spec.target.kind.value
+                metrics.FIRED.labels(kind).inc()
+                due = firing.occurrence_due
+                lateness.append(done_at - due)
+                metrics.LATENESS.observe(max(done_at - due, 0) / 1000)
+                touched.update(m.queue_id for m in firing.messages)
+                if schedule.spec.target.kind is TargetKind.QUEUE:
+                    metrics.DELIVERED.labels(kind).inc()
+            else:
+                metrics.SKIPPED.inc()
+        for queue_id in touched:
+            self.notifier.notify(queue_channel(queue_id))
+        self.fired += len(lateness)
+        if self.on_fired is not None and lateness:
+            self.on_fired(lateness)
+        return len(claimed)
+
+    def _queue(self, batch: _Batch, name: str) -> QueueRecord | None:
+        if name not in batch.queues:
+            try:
+                batch.queues[name] = self.store.get_queue(name)
+            except QueueNotFound:
+                batch.queues[name] = None
+        return batch.queues[name]
+
+    def _plan(self, s: Schedule, token: int, batch: _Batch) -> _PlannedFiring:
+        spec, now = s.spec, batch.now
+        trigger = schedule_trigger(spec, s.created_at)
+        occurrence = s.next_fire_at
+        assert occurrence is not None  # a claimed row has one (CHECK constraint)
+        window = spec.flexible_window_minutes
+
+        def due_of(at: int) -> int:
+            return at + flex_offset_ms(spec.group, spec.name, at, window)
+
+        fire_at = occurrence
+        if trigger.recurring:
+            steps = 0
+            nxt = trigger.next_fire_after(fire_at)
+            while nxt is not None and due_of(nxt) <= now and steps < MAX_CATCH_UP_STEPS:
+                fire_at, nxt = nxt, trigger.next_fire_after(nxt)
+                steps += 1
+            max_age = spec.target.retry_policy.maximum_event_age_s * 1000
+            fired = now - due_of(fire_at) <= max_age
+        else:
+            nxt, fired = None, True
+        messages = self._messages(s, fire_at, batch) if fired else []
+        delete = nxt is None and spec.action_after_completion is ActionAfterCompletion.DELETE
+        return _PlannedFiring(
+            schedule_id=s.id, claim_token=token, occurrence=occurrence,
+            next_fire_at=nxt, due_at=None if nxt is None else due_of(nxt), delete=delete,
+            fired=fired, messages=messages, occurrence_due=due_of(fire_at))
+
+    def _messages(self, s: Schedule, fire_at: int, batch: _Batch) -> list[TargetMessage]:
+        spec, target = s.spec, s.spec.target
+        ctx = FiringContext.of(s.id, spec.group, spec.name, fire_at,
+                               self.schedules.schedule_arn(spec.group, spec.name))
+        if target.kind is TargetKind.QUEUE:
+            body = render_input(target.input or "{}", ctx, 1)
+            queue = self._queue(batch, target.destination)
+            if queue is not None:
+                try:
+                    return [self._message(queue, body, target.message_group_id,
+                                          ctx.execution_id, batch.now)]
+                except ValidationError as exc:
+                    error = ("InvalidParameterValue", str(exc))
+            else:
+                error = ("QueueDoesNotExist", f"queue {target.destination!r} does not exist")
+            return self._dead_letter(s, ctx, body, error, batch)
+        delivery = {
+            "type": "tidings.delivery", "id": ctx.execution_id, "context": ctx.to_json(),
+            "target": target.to_json(),
+            "input": render_input(target.input, ctx, None) if target.input else None,
+        }
+        queue = self._queue(batch, DELIVERY_QUEUE)
+        assert queue is not None, "the dispatcher creates the delivery queue at start"
+        return [self._message(queue, json.dumps(delivery), None, None, batch.now)]
+
+    def _dead_letter(self, s: Schedule, ctx: FiringContext, body: str,
+                     error: tuple[str, str], batch: _Batch) -> list[TargetMessage]:
+        """A queue target that cannot take the message: the schedule's DLQ gets it (in the
+        same transaction), or it is dropped with a log line and a metric."""
+        metrics.FAILED.labels("queue").inc()
+        dlq_name = s.spec.target.dead_letter_queue
+        dlq = self._queue(batch, dlq_name) if dlq_name else None
+        metrics.DEAD_LETTERED.labels("queue").inc()
+        if dlq is None:
+            log.error("schedule %s/%s: %s; no dead-letter queue, dropped", s.group, s.name,
+                      error[1])
+            return []
+        attrs = dead_letter_attributes(ctx, s.spec.target, error[0], error[1], attempts=1,
+                                       exhausted="MaximumRetryAttempts")
+        return [self._message(dlq, body, None, None, batch.now, attrs)]
+
+    @staticmethod
+    def _message(queue: QueueRecord, body: str, group_id: str | None, dedup: str | None,
+                 now: int, attributes: dict[str, MessageAttributeValue] | None = None,
+                 ) -> TargetMessage:
+        a = queue.attributes
+        msg = prepare(
+            OutgoingMessage(body, 0 if not a.fifo else None, attributes or {},
+                            group_id if a.fifo else None, dedup if a.fifo else None),
+            now=now, fifo=a.fifo, content_based_dedup=a.content_based_deduplication,
+            default_delay_s=0 if not a.fifo else a.delay_s, max_delay_s=0 if not a.fifo else 900,
+            max_bytes=a.max_message_bytes, retention_s=a.retention_s)
+        return TargetMessage(queue.id, a.fifo, msg)
+
+
+@dataclass(frozen=True)
+class _PlannedFiring(Firing):
+    occurrence_due: int = 0
+
+
+def ensure_delivery_queue(queues: QueueService) -> None:
+    """The internal queue that carries deliveries to non-queue targets (webhook, function,
+    email): they get the queue engine's retries, leases and crash safety for free."""
+    try:
+        queues.get_queue(DELIVERY_QUEUE)
+    except QueueNotFound:
+        queues.create_queue(DELIVERY_QUEUE, visibility_timeout_s=60,
+                            retention_s=14 * 24 * 3600)

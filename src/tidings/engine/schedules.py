@@ -1,0 +1,297 @@
+"""The schedule service: EventBridge Scheduler semantics over any store.
+
+Rules (documented for users in docs/schedules.md):
+- The first occurrence of a recurring schedule is the first one at or after creation
+  (or StartDate); an `at()` in the past fires as soon as it is created, since a one-shot
+  that silently never fired would be worse than a late one.
+- A flexible window moves each occurrence to a pseudo-random instant inside
+  [occurrence, occurrence + window): a hash of (group, name, occurrence), so it is stable
+  across restarts and nodes, and uniform across many schedules due at the same time.
+- Update is a full replace, as in AWS: omitted optional fields fall back to defaults.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any
+
+from tidings.clock import Clock
+from tidings.errors import (
+    ConflictError,
+    GroupNotFound,
+    QueueNotFound,
+    ScheduleNotFound,
+    TidingsError,
+    ValidationError,
+)
+from tidings.model.queues import check_range, validate_tags
+from tidings.model.schedules import (
+    DEFAULT_GROUP,
+    Schedule,
+    ScheduleGroup,
+    ScheduleSpec,
+    ScheduleState,
+    TargetKind,
+    check_name,
+)
+from tidings.notify.base import Notifier
+from tidings.store.base import NewSchedule, Store
+from tidings.triggers import Trigger, parse_expression
+
+SCHEDULES_CHANNEL = "schedules"
+
+
+@lru_cache(maxsize=4096)
+def trigger_for(expression: str, timezone: str, start_ms: int | None, end_ms: int | None,
+                anchor_ms: int | None) -> Trigger:
+    """Parsed triggers are cached: many schedules share an expression (fan-outs, crons)."""
+    return parse_expression(expression, timezone, start_ms, end_ms, anchor_ms)
+
+
+def schedule_trigger(spec: ScheduleSpec, created_at: int) -> Trigger:
+    anchor = created_at if spec.start_ms is None else None
+    if not spec.expression.startswith("rate("):
+        anchor = None  # keeps the cache shared across schedules created at other times
+    return trigger_for(spec.expression, spec.timezone, spec.start_ms, spec.end_ms, anchor)
+
+
+def flex_offset_ms(group: str, name: str, occurrence: int, window_minutes: int | None) -> int:
+    if not window_minutes:
+        return 0
+    digest = hashlib.blake2b(f"{group}/{name}/{occurrence}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % (window_minutes * 60_000)
+
+
+def first_occurrence(trigger: Trigger, now: int) -> int | None:
+    if not trigger.recurring:
+        return trigger.next_fire_after(-(2**62))  # an at() in the past still fires, once
+    return trigger.next_fire_after(now - 1)
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    index: int
+    name: str
+    group: str
+    created: bool  # False: it already existed (left untouched)
+    error: TidingsError | None = None
+
+
+class ScheduleService:
+    def __init__(self, store: Store, clock: Clock, notifier: Notifier, *,
+                 arn_prefix: str = "arn:aws:scheduler:us-east-1:000000000000") -> None:
+        self.store = store
+        self.clock = clock
+        self.notifier = notifier
+        self.arn_prefix = arn_prefix
+
+    def schedule_arn(self, group: str, name: str) -> str:
+        return f"{self.arn_prefix}:schedule/{group}/{name}"
+
+    def group_arn(self, group: str) -> str:
+        return f"{self.arn_prefix}:schedule-group/{group}"
+
+    # groups -----------------------------------------------------------------------------
+
+    def create_group(self, name: str, tags: dict[str, str] | None = None) -> ScheduleGroup:
+        check_name("Name", name)
+        validate_tags(tags or {})
+        if not self.store.create_group(name, dict(tags or {}), self.clock.now_ms()):
+            raise ConflictError(f"Schedule group {name} already exists.")
+        return self.store.get_group(name)
+
+    def get_group(self, name: str) -> ScheduleGroup:
+        return self.store.get_group(name)
+
+    def list_groups(self, prefix: str = "", *, limit: int = 100,
+                    next_token: str | None = None) -> tuple[list[ScheduleGroup], str | None]:
+        check_range("MaxResults", limit, 1, 100)
+        after = _untoken(next_token)[0] if next_token else None
+        groups = self.store.list_groups(prefix, after, limit + 1)
+        more = len(groups) > limit
+        groups = groups[:limit]
+        return groups, (_token([groups[-1].name]) if more else None)
+
+    def delete_group(self, name: str) -> int:
+        if name == DEFAULT_GROUP:
+            raise ValidationError("Name", "the default schedule group cannot be deleted")
+        return self.store.delete_group(name)
+
+    def tag_group(self, name: str, tags: dict[str, str]) -> None:
+        group = self.store.get_group(name)
+        merged = {**group.tags, **tags}
+        validate_tags(merged)
+        self.store.tag_group(name, merged, self.clock.now_ms())
+
+    def untag_group(self, name: str, keys: Sequence[str]) -> None:
+        group = self.store.get_group(name)
+        self.store.tag_group(name, {k: v for k, v in group.tags.items() if k not in keys},
+                             self.clock.now_ms())
+
+    # schedules --------------------------------------------------------------------------
+
+    def _check_target(self, spec: ScheduleSpec) -> None:
+        target = spec.target
+        if target.kind is TargetKind.EMAIL:
+            raise ValidationError("Target.Arn", "email targets are not available in this version")
+        if target.kind is TargetKind.QUEUE:
+            try:
+                queue = self.store.get_queue(target.destination)
+            except QueueNotFound:
+                raise ValidationError("Target.Arn",
+                                      f"queue {target.destination!r} does not exist") from None
+            if queue.attributes.fifo and not target.message_group_id:
+                raise ValidationError("Target.SqsParameters.MessageGroupId",
+                                      "is required for a FIFO queue target")
+        if target.dead_letter_queue is not None:
+            try:
+                dlq = self.store.get_queue(target.dead_letter_queue)
+            except QueueNotFound:
+                raise ValidationError("Target.DeadLetterConfig.Arn",
+                                      f"queue {target.dead_letter_queue!r} does not exist")\
+                    from None
+            if dlq.attributes.fifo:
+                raise ValidationError("Target.DeadLetterConfig.Arn",
+                                      "must be a standard queue (FIFO is not supported)")
+
+    def _row(self, spec: ScheduleSpec, now: int, created_at: int) -> NewSchedule:
+        trigger = schedule_trigger(spec, created_at)
+        occurrence = first_occurrence(trigger, now)
+        due = None
+        if occurrence is not None and spec.state is ScheduleState.ENABLED:
+            due = occurrence + flex_offset_ms(spec.group, spec.name, occurrence,
+                                              spec.flexible_window_minutes)
+        return NewSchedule(spec, occurrence, due)
+
+    def create(self, spec: ScheduleSpec) -> Schedule:
+        spec = spec.validated()
+        now = self.clock.now_ms()
+        self._check_target(spec)
+        row = self._row(spec, now, now)
+        if not self.store.insert_schedules([row], now)[0]:
+            existing = self.store.get_schedule(spec.group, spec.name)
+            if spec.client_token and existing.spec.client_token == spec.client_token:
+                return existing  # the same request retried: idempotent
+            raise ConflictError(f"Schedule {spec.name} already exists.")
+        self._wake(row.due_at)
+        return self.store.get_schedule(spec.group, spec.name)
+
+    def create_many(self, specs: Iterable[ScheduleSpec], *, chunk: int = 5000,
+                    ) -> Iterable[CreateResult]:
+        """Bulk creation: validates each item, reports per-item errors, never aborts the
+        batch; existing names are left untouched (so a re-run resumes, creating nothing
+        twice). Results are yielded per chunk, in input order."""
+        batch: list[tuple[int, ScheduleSpec]] = []
+        checked_targets: dict[str, ValidationError | None] = {}
+        for index, spec in enumerate(specs):
+            batch.append((index, spec))
+            if len(batch) >= chunk:
+                yield from self._create_chunk(batch, checked_targets)
+                batch = []
+        if batch:
+            yield from self._create_chunk(batch, checked_targets)
+
+    def _create_chunk(self, batch: list[tuple[int, ScheduleSpec]],
+                      checked: dict[str, ValidationError | None]) -> list[CreateResult]:
+        now = self.clock.now_ms()
+        rows: list[NewSchedule] = []
+        placed: list[tuple[int, ScheduleSpec] | CreateResult] = []
+        for index, spec in batch:
+            try:
+                spec = spec.validated()
+                # Targets are checked once per distinct target, not once per schedule: a
+                # fan-out of a million rows usually names one queue.
+                key = (f"{spec.target.kind}|{spec.target.destination}|"
+                       f"{spec.target.dead_letter_queue}|{spec.target.message_group_id}")
+                if key not in checked:
+                    try:
+                        self._check_target(spec)
+                        checked[key] = None
+                    except ValidationError as exc:
+                        checked[key] = exc
+                if checked[key] is not None:
+                    raise checked[key]  # type: ignore[misc]
+                rows.append(self._row(spec, now, now))
+                placed.append((index, spec))
+            except TidingsError as exc:
+                placed.append(CreateResult(index, getattr(spec, "name", ""),
+                                           getattr(spec, "group", ""), False, exc))
+        try:
+            inserted = iter(self.store.insert_schedules(rows, now) if rows else [])
+        except GroupNotFound as exc:
+            return [p if isinstance(p, CreateResult) else
+                    CreateResult(p[0], p[1].name, p[1].group, False, exc) for p in placed]
+        out = []
+        for p in placed:
+            if isinstance(p, CreateResult):
+                out.append(p)
+            else:
+                out.append(CreateResult(p[0], p[1].name, p[1].group, next(inserted)))
+        if rows:
+            self._wake(min((r.due_at for r in rows if r.due_at is not None), default=None))
+        return out
+
+    def get(self, name: str, group: str = DEFAULT_GROUP) -> Schedule:
+        return self.store.get_schedule(group, name)
+
+    def list(self, *, group: str | None = None, prefix: str = "", state: str | None = None,
+             limit: int = 100, next_token: str | None = None,
+             ) -> tuple[list[Schedule], str | None]:
+        check_range("MaxResults", limit, 1, 1000)
+        if state is not None and state not in ("ENABLED", "DISABLED"):
+            raise ValidationError("State", "must be ENABLED or DISABLED")
+        after = None
+        if next_token:
+            parts = _untoken(next_token)
+            if len(parts) != 2:
+                raise ValidationError("NextToken", "is not a token this API returned")
+            after = (parts[0], parts[1])
+        rows = self.store.list_schedules(group, prefix, state, after, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, (_token([rows[-1].group, rows[-1].name]) if more else None)
+
+    def update(self, spec: ScheduleSpec) -> Schedule:
+        """Full replace (AWS UpdateSchedule): the next occurrence is recomputed from now."""
+        spec = spec.validated()
+        existing = self.store.get_schedule(spec.group, spec.name)
+        self._check_target(spec)
+        spec = replace(spec, client_token=existing.spec.client_token)
+        row = self._row(spec, self.clock.now_ms(), existing.created_at)
+        updated = self.store.replace_schedule(row, self.clock.now_ms())
+        self._wake(row.due_at)
+        return updated
+
+    def set_state(self, name: str, state: ScheduleState, group: str = DEFAULT_GROUP) -> Schedule:
+        existing = self.store.get_schedule(group, name)
+        return self.update(replace(existing.spec, state=ScheduleState(state)))
+
+    def delete(self, name: str, group: str = DEFAULT_GROUP) -> None:
+        self.store.delete_schedule(group, name)
+
+    def _wake(self, due_at: int | None) -> None:
+        """A new earliest due instant must not wait for the dispatcher's current sleep."""
+        if due_at is not None:
+            self.notifier.notify(SCHEDULES_CHANNEL)
+
+
+def _token(parts: list[str]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(parts).encode()).decode()
+
+
+def _untoken(token: str) -> list[str]:
+    try:
+        parts: Any = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (ValueError, UnicodeDecodeError):
+        raise ValidationError("NextToken", "is not a token this API returned") from None
+    if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
+        raise ValidationError("NextToken", "is not a token this API returned")
+    return parts
+
+
+__all__ = ["ScheduleService", "CreateResult", "ScheduleNotFound", "flex_offset_ms"]

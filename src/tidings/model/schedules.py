@@ -1,0 +1,194 @@
+"""Schedules with Amazon EventBridge Scheduler's fields, ranges and defaults.
+
+API reference: https://docs.aws.amazon.com/scheduler/latest/APIReference/API_CreateSchedule.html
+A schedule is readable text end to end (expression, zone, dates, a JSON target): no pickled
+objects, so it can be read from SQL, the CLI and a dashboard alike.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from tidings.errors import ValidationError
+from tidings.model.queues import check_range
+
+NAME_RE = re.compile(r"^[0-9a-zA-Z\-_.]{1,64}$")
+DEFAULT_GROUP = "default"
+MAX_INPUT_CHARS = 8192  # a queue message can be larger; keep Scheduler's own limit
+
+
+class ScheduleState(StrEnum):
+    ENABLED = "ENABLED"
+    DISABLED = "DISABLED"
+
+
+class ActionAfterCompletion(StrEnum):
+    NONE = "NONE"
+    DELETE = "DELETE"
+
+
+class TargetKind(StrEnum):
+    QUEUE = "queue"  # written into a tidings queue in the firing transaction
+    WEBHOOK = "webhook"  # HTTP POST, delivered through the delivery queue with retries
+    FUNCTION = "function"  # a registered Python callable ("Lambda before dispatch")
+    EMAIL = "email"  # templated email over SMTP
+
+
+#: Which schedule-state changes are allowed (`enable`/`disable`/`update`); a completed
+#: schedule (no next occurrence) keeps its state and simply has nothing due.
+SCHEDULE_TRANSITIONS: dict[ScheduleState, frozenset[ScheduleState]] = {
+    ScheduleState.ENABLED: frozenset({ScheduleState.ENABLED, ScheduleState.DISABLED}),
+    ScheduleState.DISABLED: frozenset({ScheduleState.ENABLED, ScheduleState.DISABLED}),
+}
+
+
+def check_name(field_name: str, value: str) -> str:
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        raise ValidationError(field_name,
+                              "must be 1-64 characters of letters, digits, '-', '_' and '.'")
+    return value
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    maximum_retry_attempts: int = 185
+    maximum_event_age_s: int = 86400
+
+    def __post_init__(self) -> None:
+        check_range("RetryPolicy.MaximumRetryAttempts", self.maximum_retry_attempts, 0, 185)
+        check_range("RetryPolicy.MaximumEventAgeInSeconds", self.maximum_event_age_s, 60, 86400,
+                    " seconds")
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: TargetKind
+    destination: str  # queue name, webhook URL, function name, or "" for email
+    input: str | None = None
+    message_group_id: str | None = None
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    dead_letter_queue: str | None = None
+    role_arn: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # webhook/email specifics
+    arn: str | None = None  # the ARN the AWS API was given, echoed back by GetSchedule
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, TargetKind):
+            try:
+                object.__setattr__(self, "kind", TargetKind(self.kind))
+            except ValueError:
+                raise ValidationError("Target.kind", "must be queue, webhook, function or email")\
+                    from None
+        if self.kind is not TargetKind.EMAIL and not self.destination:
+            raise ValidationError("Target.Arn", "names the target: a queue, URL or function")
+        if self.kind is TargetKind.WEBHOOK and not re.match(r"^https?://", self.destination):
+            raise ValidationError("Target.Arn", "a webhook target is an http:// or https:// URL")
+        if self.input is not None and not 1 <= len(self.input) <= MAX_INPUT_CHARS:
+            raise ValidationError("Target.Input", f"must be 1-{MAX_INPUT_CHARS} characters")
+        timeout = self.options.get("timeout_s")
+        if timeout is not None:
+            check_range("Target.timeout_s", timeout, 1, 300, " seconds")
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"kind": self.kind.value, "destination": self.destination}
+        for key in ("input", "message_group_id", "dead_letter_queue", "role_arn", "arn"):
+            value = getattr(self, key)
+            if value is not None:
+                doc[key] = value
+        if self.retry_policy != RetryPolicy():
+            doc["retry_policy"] = {
+                "maximum_retry_attempts": self.retry_policy.maximum_retry_attempts,
+                "maximum_event_age_s": self.retry_policy.maximum_event_age_s}
+        if self.options:
+            doc["options"] = self.options
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Target:
+        rp = doc.get("retry_policy")
+        return cls(
+            kind=TargetKind(doc["kind"]), destination=doc.get("destination", ""),
+            input=doc.get("input"), message_group_id=doc.get("message_group_id"),
+            retry_policy=RetryPolicy(rp["maximum_retry_attempts"], rp["maximum_event_age_s"])
+            if rp else RetryPolicy(),
+            dead_letter_queue=doc.get("dead_letter_queue"), role_arn=doc.get("role_arn"),
+            options=dict(doc.get("options") or {}), arn=doc.get("arn"))
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """What a user gives to create or (fully) replace a schedule."""
+
+    name: str
+    expression: str
+    target: Target
+    group: str = DEFAULT_GROUP
+    timezone: str = "UTC"
+    start_ms: int | None = None
+    end_ms: int | None = None
+    state: ScheduleState = ScheduleState.ENABLED
+    flexible_window_minutes: int | None = None  # None = Mode OFF
+    action_after_completion: ActionAfterCompletion = ActionAfterCompletion.NONE
+    description: str | None = None
+    client_token: str | None = None
+    kms_key_arn: str | None = None
+
+    def validated(self) -> ScheduleSpec:
+        check_name("Name", self.name)
+        check_name("GroupName", self.group)
+        if self.description is not None and len(self.description) > 512:
+            raise ValidationError("Description", "must be at most 512 characters")
+        if not 1 <= len(self.timezone or "") <= 50:
+            raise ValidationError("ScheduleExpressionTimezone", "must be 1-50 characters")
+        if self.flexible_window_minutes is not None:
+            check_range("FlexibleTimeWindow.MaximumWindowInMinutes",
+                        self.flexible_window_minutes, 1, 1440, " minutes")
+        if self.client_token is not None and not 1 <= len(self.client_token) <= 64:
+            raise ValidationError("ClientToken", "must be 1-64 characters")
+        if (self.start_ms is not None and self.end_ms is not None
+                and self.end_ms <= self.start_ms):
+            raise ValidationError("EndDate", "must be after StartDate")
+        try:
+            state = ScheduleState(self.state)
+            action = ActionAfterCompletion(self.action_after_completion)
+        except ValueError as exc:
+            raise ValidationError("State" if "State" in str(exc) else "ActionAfterCompletion",
+                                  str(exc)) from None
+        return replace(self, state=state, action_after_completion=action)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A stored schedule, with what the dispatcher keeps about it."""
+
+    spec: ScheduleSpec
+    id: int
+    next_fire_at: int | None  # the next occurrence (scheduled time); None once completed
+    due_at: int | None  # when it will actually fire (occurrence + flexible offset)
+    last_fired_at: int | None
+    created_at: int
+    modified_at: int
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def group(self) -> str:
+        return self.spec.group
+
+
+@dataclass(frozen=True)
+class ScheduleGroup:
+    name: str
+    created_at: int
+    modified_at: int
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+def target_text(target: Target) -> str:
+    return json.dumps(target.to_json(), separators=(",", ":"), sort_keys=True)

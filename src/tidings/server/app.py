@@ -1,0 +1,84 @@
+"""The ASGI application: health, the native API under /v1 and its OpenAPI document.
+
+`tidings serve` (engine/runtime.py) builds it with the node's bridge and lifespan, so the
+engine loops start and stop with the server; tests build it bare.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.metadata
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+from urllib.parse import urlparse
+
+from fastapi import FastAPI
+
+from tidings.client import Tidings
+from tidings.engine.bridge import Bridge
+from tidings.server.errors import install_native_handlers
+from tidings.server.native import messages, queues
+from tidings.server.native.deps import Context
+from tidings.server.native.models import HealthOut
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
+
+
+def backend_name(url: str) -> str:
+    scheme = urlparse(url).scheme
+    return "postgresql" if scheme in ("postgres", "postgresql") else scheme
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tidings")
+    except importlib.metadata.PackageNotFoundError:  # running from a source tree
+        return "0+unknown"
+
+
+def create_app(t: Tidings, *, bridge: Bridge | None = None,
+               lifespan: Lifespan | None = None) -> FastAPI:
+    """The HTTP application over `t`.
+
+    Without a `bridge`, the app makes one sized by the store's `max_concurrency` and closes
+    it at shutdown; a given bridge belongs to the caller. `lifespan` runs inside the app's
+    own (the runtime passes the node's, which starts the engine loops).
+    """
+    owned = bridge is None
+    the_bridge = bridge if bridge is not None else Bridge(max(t.store.max_concurrency, 1))
+
+    @contextlib.asynccontextmanager
+    async def app_lifespan(app: FastAPI) -> AsyncIterator[Any]:
+        try:
+            if lifespan is None:
+                yield None
+            else:
+                async with lifespan(app) as state:
+                    yield state
+        finally:
+            if owned:
+                the_bridge.close()
+
+    app = FastAPI(
+        title="tidings",
+        version=_version(),
+        summary="Self-hosted queues: the native JSON API.",
+        description="Queues with Amazon SQS semantics. Errors have the body "
+        '`{"error": {"code", "message", "field"}}`; bad input is a 400 naming the field '
+        "and the rule it broke.",
+        lifespan=app_lifespan,
+    )
+    app.state.tidings_context = Context(t, the_bridge)
+    install_native_handlers(app)
+
+    db = backend_name(t.store.url)
+
+    @app.get("/health", response_model=HealthOut, tags=["health"])
+    async def health() -> dict[str, str]:
+        """Liveness: the process answers. `db` names the database backend in use."""
+        return {"status": "ok", "db": db}
+
+    app.include_router(queues.router)
+    app.include_router(messages.router)
+    return app

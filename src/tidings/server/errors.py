@@ -1,0 +1,117 @@
+"""The one table from tidings errors to HTTP statuses and error codes.
+
+Services raise classes from `tidings.errors`; every HTTP interface answers through this
+table, so a given failure has the same status on the native API and on the AWS wire APIs.
+Codes in the AWS column are the ones the SQS API reference lists for the operations
+(QueueDoesNotExist, ReceiptHandleIsInvalid, PurgeQueueInProgress, …); SDKs branch on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from tidings.errors import (
+    BatchError,
+    ConflictError,
+    MessageNotInflight,
+    NotFoundError,
+    PurgeInProgress,
+    QueueNotFound,
+    ReceiptHandleInvalid,
+    StoreUnavailable,
+    TidingsError,
+    ValidationError,
+)
+
+
+@dataclass(frozen=True)
+class ErrorRow:
+    status: int
+    aws_code: str
+    native_code: str
+
+
+#: Looked up along the exception's MRO, so the most specific class wins and a new subclass
+#: inherits its parent's row until it needs its own.
+ERROR_TABLE: dict[type[object], ErrorRow] = {
+    ValidationError: ErrorRow(400, "InvalidParameterValue", "InvalidParameterValue"),
+    QueueNotFound: ErrorRow(404, "QueueDoesNotExist", "QueueNotFound"),
+    NotFoundError: ErrorRow(404, "ResourceNotFoundException", "NotFound"),
+    ConflictError: ErrorRow(409, "QueueNameExists", "ConflictException"),
+    ReceiptHandleInvalid: ErrorRow(400, "ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid"),
+    MessageNotInflight: ErrorRow(400, "MessageNotInflight", "MessageNotInflight"),
+    BatchError: ErrorRow(400, "BatchError", "BatchError"),  # codes come from the instance
+    PurgeInProgress: ErrorRow(403, "PurgeQueueInProgress", "PurgeQueueInProgress"),
+    StoreUnavailable: ErrorRow(503, "ServiceUnavailable", "ServiceUnavailable"),
+    TidingsError: ErrorRow(500, "InternalFailure", "InternalFailure"),
+}
+
+
+def _row(exc: TidingsError) -> ErrorRow:
+    for cls in type(exc).__mro__:
+        row = ERROR_TABLE.get(cls)
+        if row is not None:
+            if isinstance(exc, BatchError):
+                # SQS names each batch failure (EmptyBatchRequest, TooManyEntriesInBatchRequest…)
+                return ErrorRow(row.status, exc.code, exc.code)
+            return row
+    return ERROR_TABLE[TidingsError]  # pragma: no cover - TidingsError is in every MRO
+
+
+def error_info(exc: TidingsError) -> tuple[int, str, str]:
+    """(HTTP status, AWS error code, message) for a tidings error: the wire layers' view."""
+    row = _row(exc)
+    return row.status, row.aws_code, exc.message
+
+
+def native_error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if field is not None:
+        error["field"] = field
+    return {"error": error}
+
+
+async def _tidings_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TidingsError)
+    row = _row(exc)
+    field = exc.field if isinstance(exc, ValidationError) else None
+    return JSONResponse(native_error_body(row.native_code, exc.message, field),
+                        status_code=row.status)
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    """A request-validation location as a dotted field name: ("body", "entries", 0, "id")
+    becomes "entries.0.id"; the source ("body", "query", "path") adds nothing useful."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+async def _request_validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    # FastAPI answers 422 by default; the native API answers every bad input with 400 and
+    # the same body shape as ValidationError, naming the field and the rule it broke.
+    assert isinstance(exc, RequestValidationError)
+    errors = list(exc.errors())
+    details = []
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            field, rule = "body", "must be a valid JSON document"
+        else:
+            field, rule = _field_of(tuple(err.get("loc", ()))), str(err.get("msg", "is invalid"))
+        details.append({"field": field, "rule": rule})
+    first = details[0] if details else {"field": "body", "rule": "is invalid"}
+    body = native_error_body("InvalidParameterValue", f"{first['field']}: {first['rule']}",
+                             first["field"])
+    body["error"]["details"] = details
+    return JSONResponse(body, status_code=400)
+
+
+def install_native_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(TidingsError, _tidings_error)
+    app.add_exception_handler(RequestValidationError, _request_validation_error)

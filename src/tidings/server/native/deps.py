@@ -1,0 +1,44 @@
+"""What every native endpoint needs: the `Tidings` handle and the bridge to its store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from tidings.client import Tidings
+from tidings.engine.bridge import Bridge
+
+
+@dataclass(frozen=True)
+class Context:
+    t: Tidings
+    bridge: Bridge
+
+
+def _context(request: Request) -> Context:
+    ctx = request.app.state.tidings_context
+    assert isinstance(ctx, Context)
+    return ctx
+
+
+#: Endpoint parameter type: `ctx: Ctx`. Store calls go `await ctx.bridge.run(...)`, never
+#: straight onto the event loop, where one slow transaction would stall every request.
+Ctx = Annotated[Context, Depends(_context)]
+
+Responses = dict[int | str, dict[str, Any]]
+
+_ERROR_DOCS: Responses = {
+    400: {"description": "Bad input: code InvalidParameterValue with `error.field` naming the "
+          "field, or a batch/receipt-handle error (ReceiptHandleIsInvalid, MessageNotInflight)."},
+    403: {"description": "The queue was purged less than 60 s ago (PurgeQueueInProgress)."},
+    404: {"description": "The queue does not exist (code QueueNotFound)."},
+    409: {"description": "A queue of this name exists with other attributes "
+          "(ConflictException)."},
+}
+
+
+def errors(*statuses: int) -> Responses:
+    """OpenAPI documentation of the error statuses an endpoint can answer."""
+    return {s: _ERROR_DOCS[s] for s in statuses}

@@ -1,0 +1,88 @@
+"""What every target shares: the firing context, input rendering, and delivery errors."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from tidings.clock import iso
+
+_EXECUTION_NS = uuid.UUID("6f1c2b8e-3f0a-4c59-9d51-7a0e2f1b9c44")
+
+#: EventBridge Scheduler's context attributes, substituted into a target's Input.
+#: https://docs.aws.amazon.com/scheduler/latest/UserGuide/managing-schedule-context-attributes.html
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+EXECUTION_ID = "<aws.scheduler.execution-id>"
+ATTEMPT_NUMBER = "<aws.scheduler.attempt-number>"
+SCHEDULE_ARN = "<aws.scheduler.schedule-arn>"
+
+
+@dataclass(frozen=True)
+class FiringContext:
+    schedule_arn: str
+    group: str
+    name: str
+    scheduled_time: int  # the occurrence, epoch ms
+    execution_id: str
+
+    @classmethod
+    def of(cls, schedule_id: int, group: str, name: str, occurrence: int,
+           schedule_arn: str) -> FiringContext:
+        # Deterministic: the same occurrence of the same schedule always has the same id,
+        # so consumers can dedupe on it whatever happens between nodes.
+        execution_id = str(uuid.uuid5(_EXECUTION_NS, f"{schedule_id}/{occurrence}"))
+        return cls(schedule_arn, group, name, occurrence, execution_id)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schedule_arn": self.schedule_arn, "group": self.group, "name": self.name,
+                "scheduled_time": self.scheduled_time, "execution_id": self.execution_id}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> FiringContext:
+        return cls(doc["schedule_arn"], doc["group"], doc["name"], doc["scheduled_time"],
+                   doc["execution_id"])
+
+
+def scheduled_time_text(ms: int) -> str:
+    """AWS prints the scheduled time as e.g. 2022-11-04T09:00:00Z (second precision)."""
+    return iso(ms - ms % 1000).replace(".000Z", "Z")
+
+
+def render_input(text: str, ctx: FiringContext, attempt: int | None) -> str:
+    """Substitute the context attributes; the attempt number is left for the delivery
+    (it is only known there) when `attempt` is None."""
+    if "<aws.scheduler." not in text:
+        return text
+    out = (text.replace(SCHEDULED_TIME, scheduled_time_text(ctx.scheduled_time))
+           .replace(EXECUTION_ID, ctx.execution_id)
+           .replace(SCHEDULE_ARN, ctx.schedule_arn))
+    if attempt is not None:
+        out = out.replace(ATTEMPT_NUMBER, str(attempt))
+    return out
+
+
+class DeliveryError(Exception):
+    """A target did not accept a delivery."""
+
+    def __init__(self, code: str, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+
+
+@dataclass(frozen=True)
+class Suppress:
+    """Returned by a function target: deliver nothing (recorded as suppressed)."""
+
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Route:
+    """Returned by a function target: deliver to this target instead (a queue name, or a
+    `Target`), optionally with a new input."""
+
+    target: Any
+    input: Any = None
