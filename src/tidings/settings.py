@@ -23,6 +23,10 @@ class Settings:
     region: str = "us-east-1"
     account_id: str = "000000000000"
     public_url: str | None = None  # how clients reach this node, for queue URLs
+    # AWS-API credentials: TIDINGS_AWS_KEYS="AKID:SECRET,AKID2:SECRET2" and/or a file of
+    # `AKID SECRET` lines or a JSON object {"AKID": "SECRET"}. None of either: no SigV4 check.
+    aws_keys: str | None = None
+    aws_keys_file: str | None = None
     log_level: str = "info"
 
     @classmethod

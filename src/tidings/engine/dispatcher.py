@@ -108,8 +108,11 @@ class Dispatcher:
         firings = [self._plan(s, token, batch) for s in claimed]
         done_at = self.clock.now_ms()
         held = self.store.complete_firings(firings, done_at)
+        committed = self.clock.now_ms()  # lateness counts until the firing is durable
         lateness: list[int] = []
         touched: set[int] = set()
+        fired_by_kind: dict[str, int] = {}
+        skipped = 0
         for firing, schedule, ok in zip(firings, claimed, held, strict=True):
             if not ok:
                 log.warning("lost the claim on schedule %s/%s; another node fired it",
@@ -117,15 +120,19 @@ class Dispatcher:
                 continue
             if firing.fired:
                 kind = schedule.spec.target.kind.value
-                metrics.FIRED.labels(kind).inc()
-                due = firing.occurrence_due
-                lateness.append(done_at - due)
-                metrics.LATENESS.observe(max(done_at - due, 0) / 1000)
+                fired_by_kind[kind] = fired_by_kind.get(kind, 0) + 1
+                late = committed - firing.occurrence_due
+                lateness.append(late)
+                metrics.LATENESS.observe(max(late, 0) / 1000)
                 touched.update(m.queue_id for m in firing.messages)
-                if schedule.spec.target.kind is TargetKind.QUEUE:
-                    metrics.DELIVERED.labels(kind).inc()
             else:
-                metrics.SKIPPED.inc()
+                skipped += 1
+        for kind, count in fired_by_kind.items():  # one increment per batch, not per firing
+            metrics.FIRED.labels(kind).inc(count)
+            if kind == TargetKind.QUEUE.value:
+                metrics.DELIVERED.labels(kind).inc(count)
+        if skipped:
+            metrics.SKIPPED.inc(skipped)
         for queue_id in touched:
             self.notifier.notify(queue_channel(queue_id))
         self.fired += len(lateness)

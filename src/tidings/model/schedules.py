@@ -152,12 +152,17 @@ class ScheduleSpec:
         if (self.start_ms is not None and self.end_ms is not None
                 and self.end_ms <= self.start_ms):
             raise ValidationError("EndDate", "must be after StartDate")
+        if (isinstance(self.state, ScheduleState)
+                and isinstance(self.action_after_completion, ActionAfterCompletion)):
+            return self  # already typed: no copy (create_many validates millions of these)
         try:
             state = ScheduleState(self.state)
+        except ValueError:
+            raise ValidationError("State", "must be ENABLED or DISABLED") from None
+        try:
             action = ActionAfterCompletion(self.action_after_completion)
-        except ValueError as exc:
-            raise ValidationError("State" if "State" in str(exc) else "ActionAfterCompletion",
-                                  str(exc)) from None
+        except ValueError:
+            raise ValidationError("ActionAfterCompletion", "must be NONE or DELETE") from None
         return replace(self, state=state, action_after_completion=action)
 
 

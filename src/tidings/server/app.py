@@ -13,12 +13,14 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 from urllib.parse import urlparse
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
+from tidings.engine.metrics import REGISTRY
 from tidings.server.errors import install_native_handlers
-from tidings.server.native import messages, queues
+from tidings.server.native import messages, queues, schedules
 from tidings.server.native.deps import Context
 from tidings.server.native.models import HealthOut
 
@@ -81,4 +83,12 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None,
 
     app.include_router(queues.router)
     app.include_router(messages.router)
+    app.include_router(schedules.router)
+
+    @app.get("/metrics", tags=["health"], response_class=Response,
+             responses={200: {"content": {CONTENT_TYPE_LATEST: {}},
+                              "description": "Prometheus text exposition format."}})
+    async def metrics() -> Response:
+        """This process's Prometheus metrics: firings, deliveries, lateness, jobs."""
+        return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
     return app

@@ -18,11 +18,13 @@ from fastapi.responses import JSONResponse
 from tidings.errors import (
     BatchError,
     ConflictError,
+    GroupNotFound,
     MessageNotInflight,
     NotFoundError,
     PurgeInProgress,
     QueueNotFound,
     ReceiptHandleInvalid,
+    ScheduleNotFound,
     StoreUnavailable,
     TidingsError,
     ValidationError,
@@ -41,6 +43,8 @@ class ErrorRow:
 ERROR_TABLE: dict[type[object], ErrorRow] = {
     ValidationError: ErrorRow(400, "InvalidParameterValue", "InvalidParameterValue"),
     QueueNotFound: ErrorRow(404, "QueueDoesNotExist", "QueueNotFound"),
+    ScheduleNotFound: ErrorRow(404, "ResourceNotFoundException", "ScheduleNotFound"),
+    GroupNotFound: ErrorRow(404, "ResourceNotFoundException", "GroupNotFound"),
     NotFoundError: ErrorRow(404, "ResourceNotFoundException", "NotFound"),
     ConflictError: ErrorRow(409, "QueueNameExists", "ConflictException"),
     ReceiptHandleInvalid: ErrorRow(400, "ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid"),
@@ -76,12 +80,16 @@ def native_error_body(code: str, message: str, field: str | None = None) -> dict
     return {"error": error}
 
 
+def native_error(exc: TidingsError) -> dict[str, Any]:
+    """The native `{"code", "message", "field"}` of an error, as batch results report it."""
+    field = exc.field if isinstance(exc, ValidationError) else None
+    error: dict[str, Any] = native_error_body(_row(exc).native_code, exc.message, field)["error"]
+    return error
+
+
 async def _tidings_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TidingsError)
-    row = _row(exc)
-    field = exc.field if isinstance(exc, ValidationError) else None
-    return JSONResponse(native_error_body(row.native_code, exc.message, field),
-                        status_code=row.status)
+    return JSONResponse({"error": native_error(exc)}, status_code=_row(exc).status)
 
 
 def _field_of(loc: tuple[Any, ...]) -> str:

@@ -212,10 +212,17 @@ class SQLiteStore(SQLiteSchedules):
     def _write_messages(conn: sqlite3.Connection, queue_id: int,
                         messages: Sequence[NewMessage], fifo: bool, now: int) -> list[StoredSend]:
         """Insert inside the caller's transaction (sends, and firings of schedules)."""
+        if not fifo:  # no dedup lookups: one executemany
+            conn.executemany(Q["insert_message"], [
+                (queue_id, m.message_id, m.body, m.md5_body, encode_attributes(m.attributes),
+                 m.md5_attributes, m.visible_at, m.sent_at, m.expires_at, m.group_id,
+                 m.deduplication_id) for m in messages])
+            conn.execute(Q["add_count"], (len(messages), queue_id))
+            return [StoredSend(m.message_id, None, False) for m in messages]
         out: list[StoredSend] = []
         stored = 0
         for m in messages:
-            if fifo and m.deduplication_id is not None:
+            if m.deduplication_id is not None:
                 dup = conn.execute(Q["find_dedup"], (queue_id, m.deduplication_id, now)).fetchone()
                 if dup is not None:
                     out.append(StoredSend(dup[0], dup[1], True))
@@ -227,8 +234,8 @@ class SQLiteStore(SQLiteSchedules):
                  m.deduplication_id),
             )
             stored += 1
-            seq = cur.lastrowid if fifo else None
-            if fifo and m.deduplication_id is not None:
+            seq = cur.lastrowid
+            if m.deduplication_id is not None:
                 conn.execute(Q["put_dedup"], (queue_id, m.deduplication_id, m.message_id, seq,
                                               now + FIFO_DEDUP_WINDOW_MS))
             out.append(StoredSend(m.message_id, seq, False))

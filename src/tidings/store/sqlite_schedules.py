@@ -7,6 +7,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from functools import lru_cache
 from typing import Any
 
 from tidings.errors import GroupNotFound, ScheduleNotFound
@@ -25,11 +26,17 @@ from tidings.store.sqlfiles import queries
 Q = queries("sqlite")
 
 
+@lru_cache(maxsize=1024)
+def target_of(text: str) -> Target:
+    """Targets are immutable and mostly shared (a fan-out names one queue): parse once."""
+    return Target.from_json(json.loads(text))
+
+
 def schedule_from_row(r: Sequence[Any]) -> Schedule:
     spec = ScheduleSpec(
         name=r[2], group=r[1], state=ScheduleState(r[3]), expression=r[4], timezone=r[5],
         start_ms=r[6], end_ms=r[7], flexible_window_minutes=r[8],
-        target=Target.from_json(json.loads(r[9])),
+        target=target_of(r[9]),
         action_after_completion=ActionAfterCompletion(r[10]), description=r[11],
         client_token=r[12])
     return Schedule(spec=spec, id=r[0], next_fire_at=r[13], due_at=r[14], last_fired_at=r[15],
@@ -87,27 +94,38 @@ class SQLiteSchedules:
     # schedules -----------------------------------------------------------------------------
 
     @staticmethod
-    def _params(row: NewSchedule) -> tuple[Any, ...]:
+    def _params(row: NewSchedule, texts: dict[int, str] | None = None) -> tuple[Any, ...]:
         s = row.spec
+        if texts is None:
+            target = target_text(s.target)
+        else:  # many schedules of a fan-out share one Target object: serialise it once
+            target = texts.get(id(s.target)) or texts.setdefault(id(s.target),
+                                                                 target_text(s.target))
         return (s.state.value, s.expression, s.timezone, s.start_ms, s.end_ms,
-                s.flexible_window_minutes, target_text(s.target), s.action_after_completion.value,
+                s.flexible_window_minutes, target, s.action_after_completion.value,
                 s.description)
 
     def insert_schedules(self, rows: Sequence[NewSchedule], now: int) -> list[bool]:
-        out = []
+        texts: dict[int, str] = {}
+        params = [(r.spec.group, r.spec.name, *self._params(r, texts), r.spec.client_token,
+                   r.next_fire_at, r.due_at, now, now) for r in rows]
         with self._tx() as conn:
-            groups = {r.spec.group for r in rows}
-            for g in groups:
+            for g in {r.spec.group for r in rows}:
                 if conn.execute("SELECT 1 FROM schedule_groups WHERE name = ?", (g,)).fetchone()\
                         is None:
                     raise GroupNotFound(g)
-            insert = Q["insert_schedule"]
-            for row in rows:
-                s = row.spec
-                cur = conn.execute(insert, (s.group, s.name, *self._params(row), s.client_token,
-                                            row.next_fire_at, row.due_at, now, now))
-                out.append(cur.rowcount > 0)
-        return out
+            # Fast path: one executemany; its total rowcount tells whether every row went in.
+            # Only when some already existed do we need per-row answers: redo those
+            # one by one (the rows are identical, so the second insert of each is a no-op).
+            savepoint = "SAVEPOINT bulk"
+            conn.execute(savepoint)
+            cur = conn.executemany(Q["insert_schedule"], params)
+            if cur.rowcount == len(params):
+                conn.execute("RELEASE bulk")
+                return [True] * len(params)
+            conn.execute("ROLLBACK TO bulk")
+            conn.execute("RELEASE bulk")
+            return [conn.execute(Q["insert_schedule"], p).rowcount > 0 for p in params]
 
     def get_schedule(self, group: str, name: str) -> Schedule:
         with self._lock:
@@ -164,25 +182,42 @@ class SQLiteSchedules:
         return schedules
 
     def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:
-        out = []
+        deletes = [(f.schedule_id, f.claim_token, f.occurrence) for f in firings if f.delete]
+        advances = [(f.next_fire_at, f.due_at, now if f.fired else None, f.schedule_id,
+                     f.claim_token, f.occurrence) for f in firings if not f.delete]
         with self._tx() as conn:
+            # Fast path: all claims still held (the usual case) shows in the total rowcount
+            # of one executemany per statement; otherwise redo row by row for the answers.
+            conn.execute("SAVEPOINT fire")
+            n = 0
+            if deletes:
+                n += conn.executemany(Q["delete_fired_schedule"], deletes).rowcount
+            if advances:
+                n += conn.executemany(Q["advance_schedule"], advances).rowcount
+            if n == len(firings):
+                conn.execute("RELEASE fire")
+                held = [True] * len(firings)
+            else:
+                conn.execute("ROLLBACK TO fire")
+                conn.execute("RELEASE fire")
+                held = []
+                for f in firings:
+                    if f.delete:
+                        cur = conn.execute(Q["delete_fired_schedule"],
+                                           (f.schedule_id, f.claim_token, f.occurrence))
+                    else:
+                        cur = conn.execute(Q["advance_schedule"],
+                                           (f.next_fire_at, f.due_at, now if f.fired else None,
+                                            f.schedule_id, f.claim_token, f.occurrence))
+                    held.append(cur.rowcount > 0)
             pending: dict[tuple[int, bool], list[Any]] = {}
-            for f in firings:
-                if f.delete:
-                    cur = conn.execute(Q["delete_fired_schedule"],
-                                       (f.schedule_id, f.claim_token, f.occurrence))
-                else:
-                    cur = conn.execute(Q["advance_schedule"],
-                                       (f.next_fire_at, f.due_at, now if f.fired else None,
-                                        f.schedule_id, f.claim_token, f.occurrence))
-                held = cur.rowcount > 0
-                out.append(held)
-                if held:
+            for f, ok in zip(firings, held, strict=True):
+                if ok:
                     for tm in f.messages:
                         pending.setdefault((tm.queue_id, tm.fifo), []).append(tm.message)
             for (queue_id, fifo), messages in pending.items():
                 self._write_messages(conn, queue_id, messages, fifo, now)
-        return out
+        return held
 
     def count_schedules(self) -> int:
         with self._lock:
