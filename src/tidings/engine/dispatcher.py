@@ -56,7 +56,7 @@ class _Batch:
 class Dispatcher:
     def __init__(self, schedules: ScheduleService, queues: QueueService, store: Store,
                  clock: Clock, notifier: Notifier, bridge: Bridge, *, batch: int = 1000,
-                 claim_ms: int = 60_000) -> None:
+                 claim_ms: int = 10_000) -> None:
         self.schedules = schedules
         self.queues = queues
         self.store = store

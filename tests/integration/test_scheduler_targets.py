@@ -1,0 +1,188 @@
+"""Schedules firing into real targets through a running node: webhooks over loopback HTTP,
+function targets, retries and the schedule's dead-letter queue."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from serving import running_server
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route as HttpRoute
+
+from tidings.client import Tidings
+from tidings.engine.consumers import App
+from tidings.engine.runtime import Node
+from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
+from tidings.settings import Settings
+from tidings.targets.base import Route, Suppress
+from tidings.targets.function import FunctionEvent
+
+
+class Receiver:
+    """A webhook endpoint that answers from a script of statuses and records requests."""
+
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = statuses
+        self.requests: list[tuple[dict[str, str], bytes]] = []
+        self.lock = threading.Lock()
+
+    async def handle(self, request: Request) -> PlainTextResponse:
+        body = await request.body()
+        with self.lock:
+            self.requests.append((dict(request.headers), body))
+            status = self.statuses.pop(0) if self.statuses else 200
+        return PlainTextResponse("ok" if status < 300 else "nope", status_code=status)
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[HttpRoute("/hook", self.handle, methods=["POST"])])
+
+
+def run_node(t: Tidings, until: Callable[[], bool], *, app: App | None = None,
+             timeout: float = 30.0) -> None:
+    node = Node(t, Settings(db=t.settings.db, concurrency=4, shutdown_grace_s=2), app=app)
+
+    async def main() -> None:
+        task = asyncio.create_task(node.run())
+        deadline = time.monotonic() + timeout
+        while not until() and not task.done() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        node.stop()
+        await task
+
+    asyncio.run(main())
+    node.bridge.close()
+
+
+def just_now() -> str:
+    """An at() expression for the current second (UTC): due at once, and recent enough
+    for the default maximum event age."""
+    return time.strftime("at(%Y-%m-%dT%H:%M:%S)", time.gmtime())
+
+
+def dlq_messages(t: Tidings, name: str) -> list[Any]:
+    return t.queues.receive(name, 10, wait_s=0)
+
+
+def test_webhook_delivery_signed_and_retried(tmp_path: Path) -> None:
+    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/w.db"))
+    receiver = Receiver([503, 500, 200])
+    with running_server(receiver.app()) as base:
+        t.schedules.create(ScheduleSpec(
+            "hook", just_now(),
+            Target(TargetKind.WEBHOOK, f"{base}/hook",
+                   input='{"attempt": <aws.scheduler.attempt-number>,'
+                         ' "id": "<aws.scheduler.execution-id>"}',
+                   options={"secret": "s3cret", "timeout_s": 5})))
+        run_node(t, lambda: len(receiver.requests) >= 3)
+    assert len(receiver.requests) == 3
+    headers, body = receiver.requests[-1]
+    doc = json.loads(body)
+    assert doc["attempt"] == 3 and headers["x-tidings-attempt"] == "3"
+    assert headers["x-tidings-execution-id"] == doc["id"]
+    assert headers["x-tidings-schedule"] == "default/hook"
+    assert headers["x-tidings-scheduled-time"].endswith("Z")
+    ts, mac = (part.split("=", 1)[1] for part in headers["x-tidings-signature"].split(","))
+    expected = hmac.new(b"s3cret", ts.encode() + b"." + body, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(mac, expected)
+    t.close()
+
+
+def test_webhook_permanent_failure_and_exhaustion_go_to_dlq(tmp_path: Path) -> None:
+    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/w.db"))
+    t.queues.create_queue("sched-dlq")
+    receiver = Receiver([400] + [500] * 10)
+    with running_server(receiver.app()) as base:
+        t.schedules.create(ScheduleSpec(
+            "bad-request", just_now(),
+            Target(TargetKind.WEBHOOK, f"{base}/hook", input="{}",
+                   dead_letter_queue="sched-dlq")))
+        t.schedules.create(ScheduleSpec(
+            "flaky", just_now(),
+            Target(TargetKind.WEBHOOK, f"{base}/hook", input='{"n": 1}',
+                   retry_policy=RetryPolicy(maximum_retry_attempts=1),
+                   dead_letter_queue="sched-dlq")))
+        run_node(t, lambda: t.queues.describe("sched-dlq").counts.visible >= 2)
+    dead = {m.body: m.attributes for m in dlq_messages(t, "sched-dlq")}
+    assert set(dead) == {"{}", '{"n": 1}'}
+    permanent, exhausted = dead["{}"], dead['{"n": 1}']
+    assert permanent["EXHAUSTED_RETRY_CONDITION"].string_value == "NonRetryableError"
+    assert permanent["ERROR_CODE"].string_value == "HTTP400"
+    assert exhausted["EXHAUSTED_RETRY_CONDITION"].string_value == "MaximumRetryAttempts"
+    assert exhausted["RETRY_ATTEMPTS"].string_value == "1"
+    assert len(receiver.requests) == 3  # 1 for the 400, 2 attempts for the flaky one
+    t.close()
+
+
+def test_function_targets_enrich_suppress_route(tmp_path: Path) -> None:
+    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/f.db"))
+    t.queues.create_queue("jobs")
+    t.queues.create_queue("vip")
+    app = App(queue="unused")
+    seen: list[FunctionEvent] = []
+
+    @app.function("prepare")
+    def prepare(event: FunctionEvent) -> Any:
+        seen.append(event)
+        user = event.input["user"]
+        if user == "unsubscribed":
+            return Suppress("user unsubscribed")
+        if user == "vip":
+            return Route("vip", {"user": user, "tier": "gold"})
+        return {**event.input, "name": user.title()}  # enrich, then the `then` target
+
+    then = Target(TargetKind.QUEUE, "jobs").to_json()
+    for user in ("alice", "unsubscribed", "vip"):
+        t.schedules.create(ScheduleSpec(
+            f"f-{user}", just_now(),
+            Target(TargetKind.FUNCTION, "prepare", input=json.dumps({"user": user}),
+                   options={"then": then})))
+    run_node(t, lambda: len(seen) == 3 and t.queues.describe("jobs").counts.visible == 1
+             and t.queues.describe("vip").counts.visible == 1
+             and t.queues.describe("tidings-deliveries").counts.in_flight == 0, app=app)
+    [enriched] = t.queues.receive("jobs", 10, wait_s=0)
+    assert json.loads(enriched.body) == {"user": "alice", "name": "Alice"}
+    [routed] = t.queues.receive("vip", 10, wait_s=0)
+    assert json.loads(routed.body) == {"user": "vip", "tier": "gold"}
+    assert {e.schedule for e in seen} == {"default/f-alice", "default/f-unsubscribed",
+                                          "default/f-vip"}
+    t.close()
+
+
+def test_new_earlier_schedule_wakes_the_dispatcher(tmp_path: Path) -> None:
+    """The dispatcher sleeps until the next due instant; creating an earlier schedule
+    wakes it at once (no waiting out the sleep)."""
+    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/d.db"))
+    t.queues.create_queue("jobs")
+    t.schedules.create(ScheduleSpec("far", "at(2099-01-01T00:00:00)", Target(TargetKind.QUEUE,
+                                                                           "jobs")))
+    node = Node(t, Settings(db=t.settings.db))
+    latency: list[float] = []
+
+    async def main() -> None:
+        task = asyncio.create_task(node.run())
+        await asyncio.sleep(0.5)
+        now = time.time()
+        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now + 1))
+        await asyncio.to_thread(t.schedules.create, ScheduleSpec(
+            "soon", f"at({when})", Target(TargetKind.QUEUE, "jobs", input="soon")))
+        due = int(now + 1)
+        msgs = await t.queues.receive_async(node.bridge, "jobs", 1, wait_s=5)
+        latency.append(time.time() - due)
+        node.stop()
+        await task
+        assert [m.body for m in msgs] == ["soon"]
+
+    asyncio.run(main())
+    node.bridge.close()
+    assert 0 <= latency[0] < 0.5
+    t.close()
