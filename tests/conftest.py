@@ -6,26 +6,46 @@ issue). Time is a `FrozenClock` wherever a test can step it instead of sleeping.
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
 from tidings.settings import Settings
 
-BACKENDS = ["sqlite"]
+BACKENDS = ["sqlite", "postgres"]
+
+#: The PostgreSQL the tests use (scripts/test makes sure it is up). Each test gets its own
+#: schema in it, dropped afterwards, so tests never see each other's rows.
+PG_BASE = os.environ.get("TIDINGS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-def backend_url(backend: str, tmp_path: object) -> str:
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path}/tidings.db"
-    raise AssertionError(backend)
+def pg_url(schema: str) -> str:
+    sep = "&" if "?" in PG_BASE else "?"
+    return f"{PG_BASE}{sep}options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_BASE, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    yield schema
+    with psycopg.connect(PG_BASE, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 @pytest.fixture(params=BACKENDS)
 def db_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
-    return backend_url(request.param, tmp_path)
+    """A fresh database on each backend: a SQLite file, or a PostgreSQL schema."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/tidings.db"
+    schema: str = request.getfixturevalue("pg_schema")
+    return pg_url(schema)
 
 
 @pytest.fixture

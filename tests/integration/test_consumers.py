@@ -39,8 +39,8 @@ def job(type_: str, id_: object, **extra: object) -> str:
     return json.dumps({"type": type_, "id": id_, **extra})
 
 
-def test_handlers_run_once_per_job_id(tmp_path: object) -> None:
-    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/c.db"))
+def test_handlers_run_once_per_job_id(db_url: str) -> None:
+    t = Tidings(settings=Settings(db=db_url))
     app = App(queue="jobs")
     calls: Counter[str] = Counter()
 
@@ -67,8 +67,8 @@ def test_handlers_run_once_per_job_id(tmp_path: object) -> None:
     t.close()
 
 
-def test_failures_retry_with_backoff_then_dead_letter_with_error(tmp_path: object) -> None:
-    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/c.db"))
+def test_failures_retry_with_backoff_then_dead_letter_with_error(db_url: str) -> None:
+    t = Tidings(settings=Settings(db=db_url))
     t.queues.create_queue("jobs-dlq")
     t.queues.create_queue("jobs", redrive_policy=RedrivePolicy("jobs-dlq", 3))
     app = App(queue="jobs", retry_base_s=0)
@@ -96,8 +96,8 @@ def test_backoff_grows_exponentially_with_jitter() -> None:
     assert len({app.backoff_s(6) for _ in range(200)}) > 5  # jittered, not lockstep
 
 
-def test_unknown_type_and_bad_body_fail_to_dlq(tmp_path: object) -> None:
-    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/c.db"))
+def test_unknown_type_and_bad_body_fail_to_dlq(db_url: str) -> None:
+    t = Tidings(settings=Settings(db=db_url))
     t.queues.create_queue("dlq")
     t.queues.create_queue("jobs", redrive_policy=RedrivePolicy("dlq", 1))
     app = App(queue="jobs", retry_base_s=0)
@@ -114,8 +114,8 @@ def test_unknown_type_and_bad_body_fail_to_dlq(tmp_path: object) -> None:
     t.close()
 
 
-def test_heartbeat_extends_visibility_of_long_jobs(tmp_path: object) -> None:
-    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/c.db"))
+def test_heartbeat_extends_visibility_of_long_jobs(db_url: str) -> None:
+    t = Tidings(settings=Settings(db=db_url))
     t.queues.create_queue("jobs", visibility_timeout_s=2)
     app = App(queue="jobs")
     runs: list[str] = []
@@ -136,8 +136,8 @@ def test_heartbeat_extends_visibility_of_long_jobs(tmp_path: object) -> None:
     t.close()
 
 
-def test_graceful_shutdown_releases_unfinished_work(tmp_path: object) -> None:
-    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/c.db"))
+def test_graceful_shutdown_releases_unfinished_work(db_url: str) -> None:
+    t = Tidings(settings=Settings(db=db_url))
     t.queues.create_queue("jobs", visibility_timeout_s=600)
     app = App(queue="jobs")
     started = threading.Event()

@@ -32,8 +32,8 @@ SENDER = textwrap.dedent("""
 """)
 
 
-def test_kill_9_mid_batch_loses_no_acknowledged_message(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/crash.db"
+def test_kill_9_mid_batch_loses_no_acknowledged_message(db_url: str) -> None:
+    url = db_url
     with Tidings(settings=Settings(db=url)) as t:
         t.queues.create_queue("jobs")
     proc = subprocess.Popen([sys.executable, "-c", SENDER, url], stdout=subprocess.PIPE,
@@ -89,9 +89,9 @@ def _worker(url: str, tmp_path: Path) -> subprocess.Popen[bytes]:
         env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def test_kill_9_of_worker_loses_no_job(tmp_path: Path) -> None:
+def test_kill_9_of_worker_loses_no_job(db_url: str, tmp_path: Path) -> None:
     (tmp_path / "crashapp.py").write_text(APP)
-    url = f"sqlite:///{tmp_path}/worker.db"
+    url = db_url
     n = 600
     with Tidings(settings=Settings(db=url)) as t:
         t.queues.create_queue("work", visibility_timeout_s=2)

@@ -39,8 +39,10 @@ def queued(url: str) -> int:
         return c.visible + c.in_flight + c.delayed
 
 
-def test_kill_9_mid_firing_then_restart_fires_each_exactly_once(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path}/sched.db"
+def test_kill_9_mid_firing_then_restart_fires_each_exactly_once(
+    db_url: str, tmp_path: Path
+) -> None:
+    url = db_url
     due = time.strftime("at(%Y-%m-%dT%H:%M:%S)", time.gmtime(time.time() + 2))
     with Tidings(settings=Settings(db=url)) as t:
         t.queues.create_queue("jobs", retention_s=86400)

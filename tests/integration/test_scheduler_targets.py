@@ -10,7 +10,6 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from serving import running_server
@@ -73,8 +72,8 @@ def dlq_messages(t: Tidings, name: str) -> list[Any]:
     return t.queues.receive(name, 10, wait_s=0)
 
 
-def test_webhook_delivery_signed_and_retried(tmp_path: Path) -> None:
-    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/w.db"))
+def test_webhook_delivery_signed_and_retried(db_url: str) -> None:
+    t = Tidings(settings=Settings(db=db_url))
     receiver = Receiver([503, 500, 200])
     with running_server(receiver.app()) as base:
         t.schedules.create(ScheduleSpec(
@@ -97,18 +96,19 @@ def test_webhook_delivery_signed_and_retried(tmp_path: Path) -> None:
     t.close()
 
 
-def test_webhook_permanent_failure_and_exhaustion_go_to_dlq(tmp_path: Path) -> None:
-    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/w.db"))
+def test_webhook_permanent_failure_and_exhaustion_go_to_dlq(db_url: str) -> None:
+    t = Tidings(settings=Settings(db=db_url))
     t.queues.create_queue("sched-dlq")
-    receiver = Receiver([400] + [500] * 10)
-    with running_server(receiver.app()) as base:
+    rejecting = Receiver([400] * 10)
+    failing = Receiver([500] * 10)
+    with running_server(rejecting.app()) as bad, running_server(failing.app()) as flaky:
         t.schedules.create(ScheduleSpec(
             "bad-request", just_now(),
-            Target(TargetKind.WEBHOOK, f"{base}/hook", input="{}",
+            Target(TargetKind.WEBHOOK, f"{bad}/hook", input="{}",
                    dead_letter_queue="sched-dlq")))
         t.schedules.create(ScheduleSpec(
             "flaky", just_now(),
-            Target(TargetKind.WEBHOOK, f"{base}/hook", input='{"n": 1}',
+            Target(TargetKind.WEBHOOK, f"{flaky}/hook", input='{"n": 1}',
                    retry_policy=RetryPolicy(maximum_retry_attempts=1),
                    dead_letter_queue="sched-dlq")))
         run_node(t, lambda: t.queues.describe("sched-dlq").counts.visible >= 2)
@@ -119,12 +119,13 @@ def test_webhook_permanent_failure_and_exhaustion_go_to_dlq(tmp_path: Path) -> N
     assert permanent["ERROR_CODE"].string_value == "HTTP400"
     assert exhausted["EXHAUSTED_RETRY_CONDITION"].string_value == "MaximumRetryAttempts"
     assert exhausted["RETRY_ATTEMPTS"].string_value == "1"
-    assert len(receiver.requests) == 3  # 1 for the 400, 2 attempts for the flaky one
+    assert len(rejecting.requests) == 1  # a 4xx is not retried
+    assert len(failing.requests) == 2  # the first attempt and its one retry
     t.close()
 
 
-def test_function_targets_enrich_suppress_route(tmp_path: Path) -> None:
-    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/f.db"))
+def test_function_targets_enrich_suppress_route(db_url: str) -> None:
+    t = Tidings(settings=Settings(db=db_url))
     t.queues.create_queue("jobs")
     t.queues.create_queue("vip")
     app = App(queue="unused")
@@ -158,10 +159,10 @@ def test_function_targets_enrich_suppress_route(tmp_path: Path) -> None:
     t.close()
 
 
-def test_new_earlier_schedule_wakes_the_dispatcher(tmp_path: Path) -> None:
+def test_new_earlier_schedule_wakes_the_dispatcher(db_url: str) -> None:
     """The dispatcher sleeps until the next due instant; creating an earlier schedule
     wakes it at once (no waiting out the sleep)."""
-    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/d.db"))
+    t = Tidings(settings=Settings(db=db_url))
     t.queues.create_queue("jobs")
     t.schedules.create(ScheduleSpec("far", "at(2099-01-01T00:00:00)", Target(TargetKind.QUEUE,
                                                                            "jobs")))

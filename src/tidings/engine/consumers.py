@@ -29,7 +29,8 @@ from typing import Any
 
 from tidings.engine.bridge import Bridge
 from tidings.engine.queues import QueueService
-from tidings.errors import QueueNotFound, TidingsError, ValidationError
+from tidings.engine.backoff import Backoff
+from tidings.errors import QueueNotFound, StoreUnavailable, TidingsError, ValidationError
 from tidings.model.messages import ReceivedMessage
 
 log = logging.getLogger("tidings.consumers")
@@ -175,6 +176,7 @@ class Consumer:
             self.queues.create_queue(name)
 
     async def _poll(self, queue: str) -> None:
+        backoff = Backoff()
         while not self._stopping.is_set():
             await self._slots.acquire()
             free = 1
@@ -183,6 +185,12 @@ class Consumer:
                 free += 1
             try:
                 msgs = await self.queues.receive_async(self.bridge, queue, free, wait_s=20)
+                backoff.reset()
+            except StoreUnavailable as exc:
+                for _ in range(free):
+                    self._slots.release()
+                await backoff.wait(log, f"consumer of {queue}", exc, self._stopping)
+                continue
             except BaseException:
                 for _ in range(free):
                     self._slots.release()
@@ -209,10 +217,10 @@ class Consumer:
 
     async def _process(self, queue: str, msg: ReceivedMessage) -> None:
         self._held[msg.receipt_handle] = (queue, msg)
-        record = await self.bridge.run(self.queues.get_queue, queue)
-        heartbeat = asyncio.create_task(self._heartbeat(queue, msg, record.attributes
-                                                        .visibility_timeout_s))
         try:
+            record = await self.bridge.run(self.queues.get_queue, queue)
+            heartbeat = asyncio.create_task(self._heartbeat(queue, msg, record.attributes
+                                                            .visibility_timeout_s))
             try:
                 job = parse_job(queue, msg)
                 if await self.bridge.run(self.queues.job_done, record.id, job.key):
@@ -220,6 +228,8 @@ class Consumer:
                 else:
                     await self._call(queue, job)
                     self.handled += 1
+            except StoreUnavailable:
+                raise
             except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
                 self.failed += 1
                 await self._failed(queue, msg, exc)
@@ -228,6 +238,9 @@ class Consumer:
                 heartbeat.cancel()
             await self.bridge.run(self.queues.complete_job, record.id, msg.receipt_handle,
                                   job.key)
+        except StoreUnavailable as exc:
+            # The lease runs out and the job comes back: at-least-once, nothing lost.
+            log.warning("store unavailable while handling a job on %s: %s", queue, exc)
         finally:
             self._held.pop(msg.receipt_handle, None)
             self._slots.release()

@@ -31,7 +31,8 @@ from tidings.engine.schedules import (
     flex_offset_ms,
     schedule_trigger,
 )
-from tidings.errors import QueueNotFound, ValidationError
+from tidings.engine.backoff import Backoff
+from tidings.errors import QueueNotFound, StoreUnavailable, ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.messages import OutgoingMessage, prepare
 from tidings.model.schedules import ActionAfterCompletion, Schedule, TargetKind
@@ -73,12 +74,18 @@ class Dispatcher:
 
     async def run(self) -> None:
         await self.bridge.run(self._ensure_delivery_queue)
+        backoff = Backoff()
         while not self._stopping.is_set():
             seen = self.notifier.version(SCHEDULES_CHANNEL)
-            n = await self.bridge.run(self.fire_due)
-            if n >= self.batch:
-                continue  # more may be due right now
-            nxt = await self.bridge.run(self.store.next_due_at)
+            try:
+                n = await self.bridge.run(self.fire_due)
+                if n >= self.batch:
+                    continue  # more may be due right now
+                nxt = await self.bridge.run(self.store.next_due_at)
+                backoff.reset()
+            except StoreUnavailable as exc:
+                await backoff.wait(log, "dispatcher", exc, self._stopping)
+                continue
             pause = IDLE_POLL_S
             if nxt is not None:
                 pause = min(max((nxt - self.clock.now_ms()) / 1000, 0.0), IDLE_POLL_S)

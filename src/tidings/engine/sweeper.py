@@ -6,8 +6,10 @@ import asyncio
 import logging
 import time
 
+from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
 from tidings.engine.queues import QueueService
+from tidings.errors import StoreUnavailable
 
 log = logging.getLogger("tidings.sweeper")
 
@@ -23,10 +25,16 @@ class Sweeper:
 
     async def run(self) -> None:
         last = time.monotonic()
+        backoff = Backoff()
         while not self._stopping.is_set():
             now = time.monotonic()
-            expired = await self.bridge.run(self.queues.sweep, self.job_memory_s)
-            moved = await self.bridge.run(self.queues.advance_move_tasks, now - last)
+            try:
+                expired = await self.bridge.run(self.queues.sweep, self.job_memory_s)
+                moved = await self.bridge.run(self.queues.advance_move_tasks, now - last)
+                backoff.reset()
+            except StoreUnavailable as exc:
+                await backoff.wait(log, "sweeper", exc, self._stopping)
+                continue
             last = now
             if expired or moved:
                 log.info("sweep: %d messages expired, %d moved by move tasks", expired, moved)

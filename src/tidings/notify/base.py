@@ -24,6 +24,8 @@ class Notifier(Protocol):
 
     def wait_sync(self, channel: str, seen: int, timeout: float) -> bool: ...
 
+    def close(self) -> None: ...
+
 
 def queue_channel(queue_id: int) -> str:
     return f"queue:{queue_id}"

@@ -51,6 +51,9 @@ class LocalNotifier:
         with self._cond:
             return self._cond.wait_for(lambda: self._versions[channel] != seen, timeout)
 
+    def close(self) -> None:
+        """Nothing to release; here so every notifier can be closed alike."""
+
 
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():

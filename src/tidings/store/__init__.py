@@ -28,13 +28,8 @@ def open_store(url: str, *, now: int) -> Store:
 
         return SQLiteStore(sqlite_path(url), now=now)
     if scheme in ("postgresql", "postgres"):
-        try:
-            from tidings.store.postgres import PostgresStore  # type: ignore[import-not-found]
-        except ImportError:
-            raise ValidationError(
-                "db", "the PostgreSQL backend is not available in this version"
-            ) from None
-        store: Store = PostgresStore(url, now=now)
-        return store
+        from tidings.store.postgres import PostgresStore
+
+        return PostgresStore(url, now=now)
     raise ValidationError("db", f"unsupported database URL scheme {scheme!r}; use sqlite:/// "
                           "or postgresql://")

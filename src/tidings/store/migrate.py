@@ -8,6 +8,7 @@ transaction, so two processes opening a new database at once apply each step onc
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from tidings.store.sqlfiles import migrations
 
@@ -57,4 +58,25 @@ def migrate_sqlite(conn: sqlite3.Connection, now: int) -> list[int]:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+    return done
+
+
+def migrate_postgres(conn: Any, now: int) -> list[int]:
+    """Apply pending PostgreSQL migrations, all in one transaction under an advisory lock,
+    so nodes starting together apply each step once."""
+    done: list[int] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(7133000)")
+        conn.execute(CREATE_TABLE.replace("INTEGER", "BIGINT"))
+        applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+        for version, name, script in migrations("postgres"):
+            if version in applied:
+                continue
+            for statement in split_statements(script):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
+                (version, name, now),
+            )
+            done.append(version)
     return done
