@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -29,14 +30,23 @@ def pg_url(schema: str) -> str:
     return f"{PG_BASE}{sep}options=-csearch_path%3D{schema}"
 
 
-@pytest.fixture
-def pg_schema() -> Iterator[str]:
+@contextmanager
+def module_pg_schema() -> Iterator[str]:
+    """A schema of its own in the test database, dropped afterwards."""
     schema = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(PG_BASE, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
-    yield schema
-    with psycopg.connect(PG_BASE, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(PG_BASE, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    with module_pg_schema() as schema:
+        yield schema
 
 
 @pytest.fixture(params=BACKENDS)

@@ -7,6 +7,8 @@ import secrets
 from typing import Any
 
 from tidings.clock import Clock, SystemClock
+from tidings.email.service import EmailService
+from tidings.engine.campaigns import CampaignService
 from tidings.engine.queues import QueueService
 from tidings.engine.schedules import ScheduleService
 from tidings.model.receipts import ReceiptSigner
@@ -18,7 +20,7 @@ from tidings.store.base import Store
 
 
 class Tidings:
-    """A handle on one tidings database: `t.queues`, `t.schedules`.
+    """A handle on one tidings database: `t.queues`, `t.schedules`, `t.email`, `t.campaigns`.
 
     Thread-safe. Close it (or use `with`) to release the database.
     """
@@ -28,7 +30,7 @@ class Tidings:
         self.settings = settings or Settings.from_env(db=url)
         self.clock: Clock = clock or SystemClock()
         self.store: Store = open_store(self.settings.db, now=self.clock.now_ms())
-        self.notifier: Notifier = notifier or LocalNotifier()
+        self.notifier: Notifier = notifier or self._default_notifier()
         secret = os.environ.get("TIDINGS_SECRET")
         key = secret.encode() if secret else self.store.get_or_create_secret(
             "receipt-secret", secrets.token_bytes(32))
@@ -37,6 +39,9 @@ class Tidings:
         self.schedules = ScheduleService(
             self.store, self.clock, self.notifier,
             arn_prefix=f"arn:aws:scheduler:{self.settings.region}:{self.settings.account_id}")
+        self.email = EmailService(self.store, self.clock, self.queues, self.settings)
+        self.campaigns = CampaignService(self.store, self.clock, self.notifier, self.schedules,
+                                         email_rate_per_s=self.settings.smtp_max_rate)
 
     def webhook_secret(self) -> bytes:
         env = os.environ.get("TIDINGS_WEBHOOK_SECRET")
@@ -44,7 +49,17 @@ class Tidings:
             return env.encode()
         return self.store.get_or_create_secret("webhook-secret", secrets.token_bytes(32))
 
+    def _default_notifier(self) -> Notifier:
+        if self.settings.db.startswith(("postgresql:", "postgres:")):
+            from tidings.notify.postgres import PostgresNotifier
+
+            return PostgresNotifier(self.settings.db)
+        return LocalNotifier()
+
     def close(self) -> None:
+        close = getattr(self.notifier, "close", None)
+        if close is not None:
+            close()
         self.store.close()
 
     def __enter__(self) -> Tidings:

@@ -28,6 +28,15 @@ class Settings:
     aws_keys: str | None = None
     aws_keys_file: str | None = None
     log_level: str = "info"
+    # Email: the relay (smtp://user:pass@host:587 or smtps://…); None = email deliveries
+    # fail with a clear, non-retryable error. Rate in messages/s (0 = no limit) and the
+    # cap on simultaneous SMTP sessions, both per relay. Unsubscribe links use public_url.
+    smtp_url: str | None = None
+    smtp_max_rate: float = 0.0
+    smtp_max_connections: int = 4
+    dkim_key_file: str | None = None  # PEM private key; with dkim_selector and dkim_domain
+    dkim_selector: str | None = None
+    dkim_domain: str | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:

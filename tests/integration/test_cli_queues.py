@@ -38,8 +38,8 @@ class Cli:
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(f"sqlite:///{tmp_path}/cli.db", tmp_path)
+def cli(tmp_path: Path, db_url: str) -> Cli:
+    return Cli(db_url, tmp_path)
 
 
 def test_queue_lifecycle(cli: Cli) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -27,8 +26,8 @@ from tidings.server.errors import error_info
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[httpx.Client]:
-    t = Tidings(f"sqlite:///{tmp_path}/t.db")
+def api(db_url: str) -> Iterator[httpx.Client]:
+    t = Tidings(db_url)
     try:
         with running_server(create_app(t)) as url, httpx.Client(base_url=url,
                                                                  timeout=30) as client:
@@ -44,8 +43,9 @@ def make_queue(api: httpx.Client, name: str, **attributes: object) -> dict[str, 
     return doc
 
 
-def test_health_names_the_backend(api: httpx.Client) -> None:
-    assert api.get("/health").json() == {"status": "ok", "db": "sqlite"}
+def test_health_names_the_backend(api: httpx.Client, db_url: str) -> None:
+    backend = "sqlite" if db_url.startswith("sqlite") else "postgresql"
+    assert api.get("/health").json() == {"status": "ok", "db": backend}
 
 
 def test_queue_crud(api: httpx.Client) -> None:

@@ -5,8 +5,8 @@ The clock is frozen at 2027-01-15T08:00:00Z (a Friday), so next occurrences are 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,8 +22,8 @@ ARN = "arn:aws:scheduler:us-east-1:000000000000"
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[httpx.Client]:
-    t = Tidings(f"sqlite:///{tmp_path}/t.db", clock=FrozenClock(NOW_MS))
+def api(db_url: str) -> Iterator[httpx.Client]:
+    t = Tidings(db_url, clock=FrozenClock(NOW_MS))
     t.queues.create_queue("jobs")
     try:
         with running_server(create_app(t)) as url, httpx.Client(base_url=url,
@@ -148,6 +148,9 @@ def test_batch_reports_each_item_and_creates_the_good_ones(api: httpx.Client) ->
 
     assert error(api.post("/v1/schedules:batch", json={"schedules": []}),
                  400)["field"] == "schedules"
+    too_many = [body(f"m-{i}") for i in range(10_001)]
+    assert error(api.post("/v1/schedules:batch", json={"schedules": too_many}),
+                 400)["message"] == "schedules: must hold 1 to 10000 items"
 
 
 def test_enable_and_disable(api: httpx.Client) -> None:
@@ -228,6 +231,17 @@ def test_webhook_secret_is_never_shown(api: httpx.Client) -> None:
     assert "s3cret" not in api.get("/v1/schedules").text
 
 
+def test_function_target_with_a_then_target(api: httpx.Client) -> None:
+    created = create(api, body("fn", target={
+        "kind": "function", "destination": "enrich",
+        "options": {"then": {"kind": "queue", "destination": "jobs"}}}))
+    assert created["target"]["options"] == {"then": {"kind": "queue", "destination": "jobs"}}
+    err = error(api.post("/v1/schedules", json=body("fn2", target={
+        "kind": "function", "destination": "enrich",
+        "options": {"then": {"kind": "webhook", "destination": "not-a-url"}}})), 400)
+    assert err["field"] == "Target.Arn"
+
+
 def test_next_occurrences(api: httpx.Client) -> None:
     r = api.get("/v1/expressions/next", params={
         "expression": "cron(0 9 ? * MON-FRI *)", "timezone": "America/New_York", "n": 3,
@@ -254,7 +268,9 @@ def test_metrics_are_prometheus_text(api: httpx.Client) -> None:
     r = api.get("/metrics")
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/plain")
-    assert "# TYPE tidings_schedule_firings counter" in r.text
+    # prometheus-client names a counter's sample (and, from 0.20, its TYPE) with _total
+    assert re.search(r"^# TYPE tidings_schedule_firings(_total)? counter$", r.text, re.M)
+    assert re.search(r"^# TYPE tidings_firing_lateness_seconds histogram$", r.text, re.M)
 
 
 def test_openapi_documents_the_schedule_paths(api: httpx.Client) -> None:

@@ -1,4 +1,5 @@
-"""The `tidings` command: `serve`, `worker` and `queue …` (console script and `python -m`)."""
+"""The `tidings` command: `serve`, `worker`, `queue …`, `schedule …`, `schedule-group …`,
+`email …`, `smtp-sink`, `fanout`, `campaign …` and `forecast` (console script and `python -m`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from tidings.cli import queues
+from tidings.cli import campaigns, email, queues, schedules
 from tidings.cli.output import errors_handled
 from tidings.settings import Settings
 
@@ -17,6 +18,13 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,  # locals can hold database URLs with passwords
 )
 app.add_typer(queues.app, name="queue")
+app.add_typer(schedules.app, name="schedule")
+app.add_typer(schedules.groups_app, name="schedule-group")
+app.add_typer(email.app, name="email")
+app.add_typer(email.sink_app, name="smtp-sink")
+app.add_typer(campaigns.app, name="campaign")
+app.command("fanout")(campaigns.fanout)
+app.command("forecast")(campaigns.forecast)
 
 # Defaults of None: Settings.from_env fills them from TIDINGS_* variables, then its own
 # defaults, so a flag beats the environment, which beats the built-in value.
@@ -30,6 +38,10 @@ ConcurrencyFlag = Annotated[int | None, typer.Option(
     min=1, show_default=False,
     help="Messages handled at once by consumers (env TIDINGS_CONCURRENCY; default 8).")]
 
+SmtpUrlFlag = Annotated[str | None, typer.Option(
+    "--smtp-url", metavar="URL", show_default=False,
+    help="Relay for email, smtp://user:pass@host:587 or smtps://… (env TIDINGS_SMTP_URL).")]
+
 
 @app.command()
 def serve(
@@ -41,11 +53,12 @@ def serve(
         show_default=False, help="TCP port (env TIDINGS_PORT; default 9324).")] = None,
     app_spec: AppFlag = None,
     concurrency: ConcurrencyFlag = None,
+    smtp_url: SmtpUrlFlag = None,
 ) -> None:
     """Run the HTTP API, the background loops and your app's consumers until Ctrl-C."""
     with errors_handled():
         settings = Settings.from_env(db=db, host=host, port=port, app=app_spec,
-                                     concurrency=concurrency)
+                                     concurrency=concurrency, smtp_url=smtp_url)
         from tidings.engine.runtime import serve as run_server  # heavy: only when serving
 
         run_server(settings)

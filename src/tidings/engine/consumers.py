@@ -27,9 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
 from tidings.engine.queues import QueueService
-from tidings.engine.backoff import Backoff
 from tidings.errors import QueueNotFound, StoreUnavailable, TidingsError, ValidationError
 from tidings.model.messages import ReceivedMessage
 

@@ -23,6 +23,7 @@ from tidings.errors import TidingsError, ValidationError
 from tidings.model.schedules import Target, TargetKind
 from tidings.targets.base import DeliveryError, FiringContext, Route, Suppress, render_input
 from tidings.targets.deadletter import dead_letter_attributes
+from tidings.targets.email import EmailDelivery
 from tidings.targets.function import as_input, event_for
 from tidings.targets.webhook import WebhookSender
 
@@ -34,10 +35,11 @@ class Targets:
     """Delivers one input to one non-queue target."""
 
     def __init__(self, queues: QueueService, functions: dict[str, Any],
-                 webhook_secret: bytes) -> None:
+                 webhook_secret: bytes, email: EmailDelivery | None = None) -> None:
         self.queues = queues
         self.functions = functions
         self.webhooks = WebhookSender(webhook_secret)
+        self.email = email
 
     async def deliver(self, target: Target, body: str, ctx: FiringContext, attempt: int,
                       depth: int = 0) -> str:
@@ -59,6 +61,8 @@ class Targets:
             return "delivered"
         if target.kind is TargetKind.FUNCTION:
             return await self._function(target, body, ctx, attempt, depth)
+        if target.kind is TargetKind.EMAIL and self.email is not None:
+            return await self.email.deliver(target, body, ctx, attempt)
         raise DeliveryError("UnsupportedTarget", f"{target.kind} targets are not available",
                             retryable=False)
 
@@ -91,8 +95,16 @@ class Targets:
         new_body = body if result is None else as_input(result)
         return await self.deliver(Target.from_json(then), new_body, ctx, attempt, depth + 1)
 
+    async def gave_up(self, target: Target, ctx: FiringContext, failure: DeliveryError,
+                      attempts: int) -> None:
+        """Told when a delivery is abandoned, so a target that logs (email) can say so."""
+        if target.kind is TargetKind.EMAIL and self.email is not None:
+            await self.email.gave_up(ctx, failure, attempts)
+
     async def close(self) -> None:
         await self.webhooks.close()
+        if self.email is not None:
+            await self.email.close()
 
 
 def delivery_app(targets: Targets, queues: QueueService, clock: Clock) -> App:
@@ -117,6 +129,7 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock) -> App:
         if exhausted is None:
             raise failure  # retried by the consumer with backoff
         metrics.DEAD_LETTERED.labels(kind).inc()
+        await targets.gave_up(target, ctx, failure, job.attempt)
         log.warning("delivery %s of %s/%s gave up (%s): %s", ctx.execution_id, ctx.group,
                     ctx.name, exhausted, failure.message)
         if target.dead_letter_queue:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from tidings.clock import Clock
 from tidings.engine import metrics
+from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
 from tidings.engine.queues import QueueService
 from tidings.engine.schedules import (
@@ -31,7 +32,6 @@ from tidings.engine.schedules import (
     flex_offset_ms,
     schedule_trigger,
 )
-from tidings.engine.backoff import Backoff
 from tidings.errors import QueueNotFound, StoreUnavailable, ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.messages import OutgoingMessage, prepare

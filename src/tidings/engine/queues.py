@@ -8,6 +8,7 @@ async flavour (`receive_async`) sharing one step function, so neither busy-polls
 from __future__ import annotations
 
 import base64
+import random
 import secrets
 import time
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,7 @@ from tidings.model.messages import (
     validate_batch_ids,
 )
 from tidings.model.queues import (
+    MAX_MESSAGE_BYTES,
     MAX_RETENTION_S,
     MAX_SQS_DELAY_S,
     MAX_VISIBILITY_S,
@@ -59,7 +61,11 @@ from tidings.store.base import (
 #: How long a long poll waits before looking again when no notification can reach it
 #: (a sender in another process on SQLite). In-process sends wake it at once.
 CROSS_PROCESS_POLL_S = 0.5
+#: Lease tokens need only differ between receives (the receipt carrying one is signed), so a
+#: seeded PRNG serves, without a system call per receive.
+_tokens = random.Random()
 PURGE_INTERVAL_MS = 60_000
+QUEUE_CACHE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,7 @@ class QueueService:
         self.clock = clock
         self.notifier = notifier
         self.signer = signer
+        self._queue_cache: dict[str, tuple[float, QueueRecord]] = {}
 
     # queues --------------------------------------------------------------------------------
 
@@ -121,6 +128,7 @@ class QueueService:
         attrs = record.attributes.merged(**changes)
         self._check_redrive(name, attrs)
         updated = self.store.update_queue(name, attrs, self.clock.now_ms())
+        self._queue_cache.pop(name, None)
         self.notifier.notify(queue_channel(record.id))  # waiters re-read wait/visibility
         return updated
 
@@ -157,6 +165,7 @@ class QueueService:
     def delete_queue(self, name: str) -> None:
         record = self.store.get_queue(name)
         self.store.delete_queue(name)
+        self._queue_cache.pop(name, None)
         self.notifier.notify(queue_channel(record.id))
 
     def purge_queue(self, name: str) -> int:
@@ -191,38 +200,69 @@ class QueueService:
         """
         if not _single:
             validate_batch_ids([m.entry_id for m in messages])
-        record = self.store.get_queue(queue)
+        outcome = self.send_group(queue, messages, max_delay_s=max_delay_s,
+                                  max_total_bytes=None if _single else True)
+        results, failures = [], []
+        for m, r in zip(messages, outcome, strict=True):
+            if isinstance(r, SendResult):
+                results.append(r)
+            elif _single or not isinstance(r, ValidationError):
+                raise r
+            else:
+                failures.append(BatchFailure(m.entry_id or "", "InvalidParameterValue", str(r)))
+        return results, failures
+
+    def send_group(self, queue: str, messages: Sequence[OutgoingMessage], *,
+                   max_delay_s: int | None = None, max_total_bytes: bool | None = None,
+                   ) -> list[SendResult | TidingsError]:
+        """Send any number of messages in one transaction, each validated on its own: the
+        result list holds a SendResult or the error of each. The group commit of concurrent
+        single sends (`SendCoalescer`) and batches both land here."""
+        record = self.get_queue_cached(queue)
         attrs = record.attributes
         now = self.clock.now_ms()
         cap = MAX_SQS_DELAY_S if max_delay_s is None else min(max_delay_s, attrs.retention_s)
-        prepared, failures, order = [], [], []
-        for m in messages:
+        out: list[SendResult | TidingsError] = []
+        prepared, slots = [], []
+        for i, m in enumerate(messages):
             try:
                 prepared.append(prepare(
                     m, now=now, fifo=attrs.fifo,
                     content_based_dedup=attrs.content_based_deduplication,
                     default_delay_s=attrs.delay_s, max_delay_s=cap,
                     max_bytes=attrs.max_message_bytes, retention_s=attrs.retention_s))
-                order.append(m.entry_id)
+                slots.append(i)
+                out.append(ValidationError("MessageBody", "not sent"))  # replaced below
             except ValidationError as exc:
-                if _single:
-                    raise
-                failures.append(BatchFailure(m.entry_id or "", "InvalidParameterValue", str(exc)))
+                out.append(exc)
         if not prepared:
-            return [], failures
+            return out
+        # SQS caps a batch's total payload at the service maximum (1 MiB), whatever the
+        # queue's own MaximumMessageSize, which applies to each message.
         total = sum(len(p.body.encode()) for p in prepared)
-        if not _single and total > attrs.max_message_bytes:
+        if max_total_bytes and total > MAX_MESSAGE_BYTES:
             raise BatchError("BatchRequestTooLong", "Batch requests cannot be longer than"
-                             f" {attrs.max_message_bytes} bytes")
+                             f" {MAX_MESSAGE_BYTES} bytes")
         stored = self.store.send_messages(record.id, prepared, fifo=attrs.fifo, now=now)
         self.notifier.notify(queue_channel(record.id))
-        results = [
-            SendResult(entry_id, s.message_id, p.md5_body, p.md5_attributes,
-                       None if s.sequence_number is None else f"{s.sequence_number:020d}",
-                       s.duplicate)
-            for entry_id, p, s in zip(order, prepared, stored, strict=True)
-        ]
-        return results, failures
+        for i, p, st in zip(slots, prepared, stored, strict=True):
+            out[i] = SendResult(
+                messages[i].entry_id, st.message_id, p.md5_body, p.md5_attributes,
+                None if st.sequence_number is None else f"{st.sequence_number:020d}",
+                st.duplicate)
+        return out
+
+    def get_queue_cached(self, name: str) -> QueueRecord:
+        """The queue's record, at most `QUEUE_CACHE_S` old. SQS itself documents that
+        attribute changes take up to 60 s to propagate; changes made through this service
+        are seen at once (the cache entry is dropped)."""
+        now = time.monotonic()
+        hit = self._queue_cache.get(name)
+        if hit is not None and now - hit[0] < QUEUE_CACHE_S:
+            return hit[1]
+        record = self.store.get_queue(name)
+        self._queue_cache[name] = (now, record)
+        return record
 
     # receiving -------------------------------------------------------------------------------
 
@@ -241,7 +281,7 @@ class QueueService:
         vt = attrs.visibility_timeout_s if visibility_s is None else visibility_s
         outcome = self.store.receive_messages(ReceiveParams(
             queue_id=record.id, max_messages=max_messages, visibility_ms=vt * 1000, now=now,
-            lease_token=secrets.randbits(62), fifo=attrs.fifo, dead_letter_queue_id=dlq_id,
+            lease_token=_tokens.getrandbits(62), fifo=attrs.fifo, dead_letter_queue_id=dlq_id,
             max_receive_count=max_rc, dead_letter_retention_ms=dlq_ret))
         if outcome.dead_lettered and dlq_id is not None:
             self.notifier.notify(queue_channel(dlq_id))
@@ -317,9 +357,28 @@ class QueueService:
     def delete(self, queue: str, receipt_handle: str) -> bool:
         """Delete by receipt; a stale handle succeeds without deleting (SQS's documented
         behaviour: the message is now someone else's). Returns whether a row went."""
-        record = self.store.get_queue(queue)
-        receipt = self.signer.open(receipt_handle, record.id)
-        return self.store.delete_messages(record.id, [receipt])[0]
+        result = self.delete_group(queue, [receipt_handle])[0]
+        if isinstance(result, TidingsError):
+            raise result
+        return result
+
+    def delete_group(self, queue: str, handles: Sequence[str]) -> list[bool | TidingsError]:
+        """Delete many receipts in one transaction, each checked on its own."""
+        record = self.get_queue_cached(queue)
+        out: list[bool | TidingsError] = []
+        receipts, slots = [], []
+        for i, handle in enumerate(handles):
+            try:
+                receipts.append(self.signer.open(handle, record.id))
+                slots.append(i)
+                out.append(False)
+            except TidingsError as exc:
+                out.append(exc)
+        if receipts:
+            for i, deleted in zip(slots, self.store.delete_messages(record.id, receipts),
+                                  strict=True):
+                out[i] = deleted
+        return out
 
     def delete_batch(self, queue: str, entries: Sequence[tuple[str, str]],
                      ) -> tuple[list[str], list[BatchFailure]]:

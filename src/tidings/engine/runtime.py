@@ -24,6 +24,7 @@ from tidings.engine.dispatcher import Dispatcher, ensure_delivery_queue
 from tidings.engine.sweeper import Sweeper
 from tidings.errors import ValidationError
 from tidings.settings import Settings
+from tidings.targets.email import EmailDelivery
 
 log = logging.getLogger("tidings")
 
@@ -62,7 +63,8 @@ class Node:
         ensure_delivery_queue(t.queues)
         self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock, t.notifier,
                                      self.bridge)
-        self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret())
+        self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret(),
+                               email=EmailDelivery(t.email, self.bridge, settings))
         self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock), t.queues,
                                    self.bridge, concurrency=settings.concurrency,
                                    grace_s=settings.shutdown_grace_s)

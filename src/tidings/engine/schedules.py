@@ -15,17 +15,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from tidings.clock import Clock
+from tidings.email.sesv2 import parse_send_email
 from tidings.errors import (
     ConflictError,
     GroupNotFound,
     QueueNotFound,
     ScheduleNotFound,
+    TemplateNotFound,
     TidingsError,
     ValidationError,
 )
@@ -36,11 +39,13 @@ from tidings.model.schedules import (
     ScheduleGroup,
     ScheduleSpec,
     ScheduleState,
+    Target,
     TargetKind,
     check_name,
 )
 from tidings.notify.base import Notifier
 from tidings.store.base import NewSchedule, Store
+from tidings.targets.base import FiringContext, render_input
 from tidings.triggers import Trigger, parse_expression
 
 SCHEDULES_CHANNEL = "schedules"
@@ -67,6 +72,22 @@ def flex_offset_ms(group: str, name: str, occurrence: int, window_minutes: int |
     return int.from_bytes(digest, "big") % (window_minutes * 60_000)
 
 
+def check_email_target(store: Store, target: Target) -> None:
+    """The input must be a SendEmail document (checked with sample context values, which
+    are only known at firing) naming a template that exists."""
+    if not target.input:
+        raise ValidationError("Target.Input", "an email target needs a SendEmail document")
+    sample = FiringContext("arn:aws:scheduler:::schedule/default/sample", "default", "sample",
+                           0, "00000000-0000-0000-0000-000000000000")
+    msg = parse_send_email(render_input(target.input, sample, 1))
+    if msg.template is not None:
+        try:
+            store.get_template(msg.template)
+        except TemplateNotFound:
+            raise ValidationError("Target.Input.Content.Template.TemplateName",
+                                  f"template {msg.template!r} does not exist") from None
+
+
 def first_occurrence(trigger: Trigger, now: int) -> int | None:
     if not trigger.recurring:
         return trigger.next_fire_after(-(2**62))  # an at() in the past still fires, once
@@ -80,6 +101,9 @@ class CreateResult:
     group: str
     created: bool  # False: it already existed (left untouched)
     error: TidingsError | None = None
+
+
+Placed = tuple[int, ScheduleSpec] | CreateResult
 
 
 class ScheduleService:
@@ -138,7 +162,7 @@ class ScheduleService:
     def _check_target(self, spec: ScheduleSpec) -> None:
         target = spec.target
         if target.kind is TargetKind.EMAIL:
-            raise ValidationError("Target.Arn", "email targets are not available in this version")
+            check_email_target(self.store, target)
         if target.kind is TargetKind.QUEUE:
             try:
                 queue = self.store.get_queue(target.destination)
@@ -182,47 +206,66 @@ class ScheduleService:
         return self.store.get_schedule(spec.group, spec.name)
 
     def create_many(self, specs: Iterable[ScheduleSpec], *, chunk: int = 5000,
-                    ) -> Iterable[CreateResult]:
+                    ) -> Iterator[CreateResult]:
         """Bulk creation: validates each item, reports per-item errors, never aborts the
         batch; existing names are left untouched (so a re-run resumes, creating nothing
-        twice). Results are yielded per chunk, in input order."""
-        batch: list[tuple[int, ScheduleSpec]] = []
-        checked_targets: dict[str, ValidationError | None] = {}
-        for index, spec in enumerate(specs):
-            batch.append((index, spec))
-            if len(batch) >= chunk:
-                yield from self._create_chunk(batch, checked_targets)
-                batch = []
-        if batch:
-            yield from self._create_chunk(batch, checked_targets)
+        twice). Results are yielded per chunk, in input order.
 
-    def _create_chunk(self, batch: list[tuple[int, ScheduleSpec]],
-                      checked: dict[str, ValidationError | None]) -> list[CreateResult]:
+        Pipelined: while the store writes one chunk (in its own thread; both drivers release
+        the GIL while the database works), the next chunk is validated here.
+        """
+        checked: dict[str, ValidationError | None] = {}
+        with ThreadPoolExecutor(1, thread_name_prefix="tidings-bulk") as writer:
+            pending: tuple[Future[list[bool]], Sequence[Placed], bool] | None = None
+            batch: list[tuple[int, ScheduleSpec]] = []
+            for item in enumerate(specs):
+                batch.append(item)
+                if len(batch) >= chunk:
+                    nxt = self._prepare_chunk(batch, checked, writer)
+                    if pending is not None:
+                        yield from self._finish_chunk(*pending)
+                    pending, batch = nxt, []
+            if batch:
+                nxt = self._prepare_chunk(batch, checked, writer)
+                if pending is not None:
+                    yield from self._finish_chunk(*pending)
+                pending = nxt
+            if pending is not None:
+                yield from self._finish_chunk(*pending)
+
+    def _prepare_chunk(self, batch: list[tuple[int, ScheduleSpec]],
+                       checked: dict[str, ValidationError | None], writer: ThreadPoolExecutor,
+                       ) -> tuple[Future[list[bool]], Sequence[Placed], bool]:
         now = self.clock.now_ms()
         rows: list[NewSchedule] = []
-        placed: list[tuple[int, ScheduleSpec] | CreateResult] = []
+        placed: list[Placed] = []
         for index, spec in batch:
             try:
                 spec = spec.validated()
                 # Targets are checked once per distinct target, not once per schedule: a
                 # fan-out of a million rows usually names one queue.
-                key = (f"{spec.target.kind}|{spec.target.destination}|"
-                       f"{spec.target.dead_letter_queue}|{spec.target.message_group_id}")
+                key = self._target_key(spec)
                 if key not in checked:
                     try:
                         self._check_target(spec)
                         checked[key] = None
                     except ValidationError as exc:
                         checked[key] = exc
-                if checked[key] is not None:
-                    raise checked[key]  # type: ignore[misc]
+                failure = checked[key]
+                if failure is not None:
+                    raise failure
                 rows.append(self._row(spec, now, now))
                 placed.append((index, spec))
             except TidingsError as exc:
                 placed.append(CreateResult(index, getattr(spec, "name", ""),
                                            getattr(spec, "group", ""), False, exc))
+        wake = any(r.due_at is not None for r in rows)
+        return writer.submit(self.store.insert_schedules, rows, now), placed, wake
+
+    def _finish_chunk(self, future: Future[list[bool]], placed: Sequence[Placed],
+                      wake: bool) -> list[CreateResult]:
         try:
-            inserted = iter(self.store.insert_schedules(rows, now) if rows else [])
+            inserted = iter(future.result())
         except GroupNotFound as exc:
             return [p if isinstance(p, CreateResult) else
                     CreateResult(p[0], p[1].name, p[1].group, False, exc) for p in placed]
@@ -232,9 +275,16 @@ class ScheduleService:
                 out.append(p)
             else:
                 out.append(CreateResult(p[0], p[1].name, p[1].group, next(inserted)))
-        if rows:
-            self._wake(min((r.due_at for r in rows if r.due_at is not None), default=None))
+        if wake:
+            self.notifier.notify(SCHEDULES_CHANNEL)
         return out
+
+    @staticmethod
+    def _target_key(spec: ScheduleSpec) -> str:
+        t = spec.target
+        key = f"{t.kind}|{t.destination}|{t.dead_letter_queue}|{t.message_group_id}"
+        # An email target's input is what gets checked (document, template): part of the key.
+        return key + f"|{t.input}" if t.kind is TargetKind.EMAIL else key
 
     def get(self, name: str, group: str = DEFAULT_GROUP) -> Schedule:
         return self.store.get_schedule(group, name)

@@ -19,8 +19,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
 from tidings.engine.metrics import REGISTRY
+from tidings.server.aws import mount_sqs
+from tidings.server.aws.scheduler import scheduler_routes
 from tidings.server.errors import install_native_handlers
-from tidings.server.native import messages, queues, schedules
+from tidings.server.native import campaigns, email, messages, queues, schedules
 from tidings.server.native.deps import Context
 from tidings.server.native.models import HealthOut
 
@@ -84,6 +86,9 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None,
     app.include_router(queues.router)
     app.include_router(messages.router)
     app.include_router(schedules.router)
+    app.include_router(email.router)
+    app.include_router(email.unsubscribe_router)
+    app.include_router(campaigns.router)
 
     @app.get("/metrics", tags=["health"], response_class=Response,
              responses={200: {"content": {CONTENT_TYPE_LATEST: {}},
@@ -91,4 +96,9 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None,
     async def metrics() -> Response:
         """This process's Prometheus metrics: firings, deliveries, lateness, jobs."""
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    # Last: `POST /{account}/{queue}` (SQS query protocol) would otherwise catch `/v1/queues`
+    # and the Scheduler API's `/schedules/{Name}`, which therefore comes just before it.
+    app.router.routes.extend(scheduler_routes(t, the_bridge))
+    mount_sqs(app, t, the_bridge)
     return app

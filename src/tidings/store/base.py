@@ -20,6 +20,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from tidings.model.campaigns import CampaignRecord, CampaignStatus, Step
+from tidings.model.email import (
+    Delivery,
+    DeliveryState,
+    StoredTemplate,
+    Suppression,
+    SuppressionReason,
+)
 from tidings.model.messages import NewMessage
 from tidings.model.queues import QueueAttributes
 from tidings.model.receipts import Receipt
@@ -272,5 +280,103 @@ class ScheduleStore(Protocol):
     def count_schedules(self) -> int: ...
 
 
-class Store(QueueStore, ScheduleStore, Protocol):
+# email -------------------------------------------------------------------------------------
+
+class EmailStore(Protocol):
+    """Templates, the suppression list and the delivery log (`tidings.email`)."""
+
+    def create_template(self, template: StoredTemplate) -> None:
+        """Insert; `ConflictError` when the name is taken."""
+        ...
+
+    def update_template(self, name: str, subject: str, html: str | None, text: str | None,
+                        now: int) -> StoredTemplate: ...
+    def get_template(self, name: str) -> StoredTemplate: ...
+    def list_templates(self, after: str | None, limit: int) -> list[StoredTemplate]: ...
+    def delete_template(self, name: str) -> None: ...
+
+    def add_suppressions(self, addresses: Sequence[str], reason: SuppressionReason,
+                         now: int) -> int:
+        """Add normalised addresses (existing entries keep their reason); returns how many
+        were new."""
+        ...
+
+    def remove_suppression(self, address: str) -> bool: ...
+    def suppressed_among(self, addresses: Sequence[str]) -> dict[str, Suppression]: ...
+    def list_suppressions(self, reason: SuppressionReason | None, after: str | None,
+                          limit: int) -> list[Suppression]: ...
+
+    def insert_delivery(self, delivery: Delivery) -> bool:
+        """False when a delivery with this id exists (left untouched)."""
+        ...
+
+    def record_deliveries(self, deliveries: Sequence[Delivery]) -> list[bool]:
+        """Insert each, or move the existing row if it is still QUEUED (compare-and-set);
+        one transaction."""
+        ...
+
+    def update_delivery(self, delivery_id: str, state: DeliveryState, detail: str | None,
+                        attempts: int, now: int) -> bool:
+        """Change a QUEUED delivery; False when it is missing or already final."""
+        ...
+
+    def get_delivery(self, delivery_id: str) -> Delivery | None: ...
+    def get_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, Delivery]: ...
+    def list_deliveries(self, recipient: str | None, state: DeliveryState | None,
+                        before: int | None, limit: int) -> list[Delivery]:
+        """Newest first; `before` is the `seq` of the previous page's last row."""
+        ...
+
+
+# campaigns ---------------------------------------------------------------------------------
+
+class CampaignStore(Protocol):
+    """Campaign records and the group-wide schedule operations campaigns need
+    (`tidings.engine.campaigns`, `tidings.engine.fanout`)."""
+
+    def create_campaign(self, record: CampaignRecord) -> bool:
+        """Insert; False when a campaign of that name exists (left untouched)."""
+        ...
+
+    def get_campaign(self, name: str) -> CampaignRecord: ...
+    def list_campaigns(self, after: str | None, limit: int) -> list[CampaignRecord]: ...
+    def update_campaign_steps(self, name: str, steps: Sequence[Step], now: int) -> None: ...
+    def add_campaign_progress(self, name: str, rows_read: int, row_errors: int, created: int,
+                              now: int) -> None:
+        """Rows read and row errors keep their maximum (a re-run reads the rows again);
+        schedules created add up."""
+        ...
+
+    def set_campaign_status(self, name: str, status: CampaignStatus, now: int) -> None: ...
+    def add_campaign_cancelled(self, name: str, count: int, now: int) -> None: ...
+    def pause_group_schedules(self, group: str, now: int) -> int:
+        """Disable every enabled schedule of the group (due_at NULL) in one statement."""
+        ...
+
+    def paused_schedules(self, group: str, after: str, limit: int,
+                         ) -> list[tuple[str, int | None, int | None]]:
+        """A page of the group's disabled schedules by name: (name, next_fire_at,
+        flexible window minutes)."""
+        ...
+
+    def enable_schedules(self, group: str, dues: Sequence[tuple[str, int | None]],
+                         now: int) -> int:
+        """Enable the named disabled schedules with their new due_at; returns how many."""
+        ...
+
+    def delete_named_schedules(self, group: str, names: Sequence[str]) -> int: ...
+    def delete_schedules_in_group(self, group: str) -> int: ...
+    def group_state_counts(self, group: str) -> dict[str, int]: ...
+    def delivery_state_counts(self, schedule_prefix: str) -> dict[str, int]:
+        """Delivery-log rows whose `schedule` starts with the prefix, by state."""
+        ...
+
+    def firing_counts(self, start_ms: int, end_ms: int, bucket_ms: int, *,
+                      by_occurrence: bool = False) -> list[tuple[int, str, int]]:
+        """(bucket start, target kind, count) of enabled schedules due in [start, end):
+        by due_at (after flexible offsets) or, with `by_occurrence`, by next_fire_at."""
+        ...
+
+
+class Store(QueueStore, ScheduleStore, EmailStore, CampaignStore, Protocol):
     """Everything a backend stores: the one contract `open_store` returns."""

@@ -40,6 +40,7 @@ from tidings.store.base import (
     VisibilityChange,
 )
 from tidings.store.migrate import migrate_postgres
+from tidings.store.postgres_campaigns import PostgresCampaigns
 from tidings.store.postgres_schedules import PostgresSchedules
 from tidings.store.sqlfiles import queries
 
@@ -47,7 +48,7 @@ Q = queries("postgres")
 COUNT_SHARDS = 8
 
 
-class PostgresStore(PostgresSchedules):
+class PostgresStore(PostgresSchedules, PostgresCampaigns):
     def __init__(self, url: str, *, now: int, pool_size: int = 8) -> None:
         self.url = url
         self.max_concurrency = pool_size
@@ -134,8 +135,8 @@ class PostgresStore(PostgresSchedules):
         return self._queue(row)
 
     def list_queues(self, prefix: str, after: str | None, limit: int) -> list[QueueRecord]:
-        rows = self._all(Q["queue_columns"] + ' WHERE starts_with(name, %s) AND name COLLATE "C" > %s'
-                         ' ORDER BY name COLLATE "C" LIMIT %s', (prefix, after or "", limit))
+        rows = self._all(Q["queue_columns"] + ' WHERE starts_with(name, %s) AND name COLLATE "C"'
+                         ' > %s ORDER BY name COLLATE "C" LIMIT %s', (prefix, after or "", limit))
         return [self._queue(r) for r in rows]
 
     def update_queue(self, name: str, attributes: QueueAttributes, now: int) -> QueueRecord:

@@ -70,22 +70,23 @@ class PostgresSchedules:
         if not rows:
             return []
         texts: dict[int, str] = {}
-        cols: list[list[Any]] = [[] for _ in range(16)]
-        for r in rows:
-            s = r.spec
-            target = texts.get(id(s.target)) or texts.setdefault(id(s.target),
-                                                                 target_text(s.target))
-            for i, value in enumerate((
-                    s.group, s.name, s.state.value, s.expression, s.timezone, s.start_ms,
-                    s.end_ms, s.flexible_window_minutes, target, s.action_after_completion.value,
-                    s.description, s.client_token, r.next_fire_at, r.due_at, now, now)):
-                cols[i].append(value)
         with self._tx() as conn:
             for g in {r.spec.group for r in rows}:
                 if conn.execute("SELECT 1 FROM schedule_groups WHERE name = %s",
                                 (g,)).fetchone() is None:
                     raise GroupNotFound(g)
-            inserted = {(g, n) for g, n in conn.execute(Q["insert_schedules"], cols).fetchall()}
+            conn.execute(Q["stage_schedules"])
+            with conn.cursor() as cur, cur.copy(Q["copy_schedules"]) as copy:
+                for r in rows:
+                    s = r.spec
+                    target = texts.get(id(s.target)) or texts.setdefault(
+                        id(s.target), target_text(s.target))
+                    copy.write_row((
+                        s.group, s.name, s.state.value, s.expression, s.timezone, s.start_ms,
+                        s.end_ms, s.flexible_window_minutes, target,
+                        s.action_after_completion.value, s.description, s.client_token,
+                        r.next_fire_at, r.due_at, now, now))
+            inserted = {(g, n) for g, n in conn.execute(Q["insert_staged_schedules"]).fetchall()}
             if inserted:
                 conn.execute(Q["notify"], (SCHEDULES_CHANNEL,))
         return [(r.spec.group, r.spec.name) in inserted for r in rows]

@@ -39,6 +39,8 @@ from tidings.store.base import (
 )
 from tidings.store.migrate import migrate_sqlite
 from tidings.store.sqlfiles import queries
+from tidings.store.sqlite_campaigns import SQLiteCampaigns
+from tidings.store.sqlite_email import SQLiteEmail
 from tidings.store.sqlite_schedules import SQLiteSchedules
 
 Q = queries("sqlite")
@@ -48,7 +50,7 @@ def _ids(ids: Sequence[int]) -> str:
     return json.dumps(list(ids))
 
 
-class SQLiteStore(SQLiteSchedules):
+class SQLiteStore(SQLiteSchedules, SQLiteEmail, SQLiteCampaigns):
     max_concurrency = 1
 
     def __init__(self, path: str, *, now: int, synchronous: str | None = None) -> None:

@@ -1,0 +1,212 @@
+"""The AWS wire APIs: where SQS requests enter, are authenticated and dispatched.
+
+SQS requests arrive as `POST /` with `X-Amz-Target: AmazonSQS.<Action>` (JSON protocol), as
+a form post carrying `Action=<Action>` (query protocol), or as a form post to the queue URL
+itself (`POST /{account_id}/{queue_name}`, how older SDKs address a queue). The entry point
+is a bare ASGI app that an outer middleware calls for `POST /` before FastAPI's router
+(which would first try every native route): the hot path (SendMessage) costs one body read,
+one `json.loads`, one dict lookup and one hop to the store's thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import secrets
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qsl
+
+from fastapi import FastAPI
+from starlette.routing import Route
+
+from tidings.client import Tidings
+from tidings.engine.bridge import Bridge
+from tidings.errors import TidingsError
+from tidings.server.aws.arns import Naming
+from tidings.server.aws.auth import Authenticator, load_keys
+from tidings.server.aws.sigv4 import SigV4Error
+from tidings.server.aws.sqs import ACTIONS, Call
+from tidings.server.aws.sqs_protocol import (
+    JSON_CONTENT_TYPE,
+    XML_CONTENT_TYPE,
+    SqsError,
+    from_tidings,
+    json_body,
+    json_error,
+    parse_json,
+    parse_query,
+    xml_body,
+    xml_error,
+)
+
+log = logging.getLogger("tidings.sqs")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+#: SQS takes at most 1 MiB of messages a request; the query protocol's percent-encoding
+#: can triple that. Anything larger is refused before it is parsed.
+MAX_REQUEST_BYTES = 4 * 1024 * 1024
+_JSON_TARGET_PREFIX = "AmazonSQS."
+
+
+class _RequestIds:
+    """UUID-shaped request ids: a random per-process prefix and a counter. Unique is all a
+    request id must be, and reading the OS's random source per request costs more."""
+
+    def __init__(self) -> None:
+        prefix = secrets.token_hex(10)
+        self._prefix = f"{prefix[:8]}-{prefix[8:12]}-{prefix[12:16]}-{prefix[16:20]}-"
+        self._counter = itertools.count(1)
+
+    def next(self) -> str:
+        return f"{self._prefix}{next(self._counter):012x}"
+
+
+class SqsEndpoint:
+    """ASGI app answering both SQS protocols for one `Tidings`."""
+
+    def __init__(self, t: Tidings, bridge: Bridge) -> None:
+        s = t.settings
+        self.t = t
+        self.bridge = bridge
+        self.naming = Naming(s.region, s.account_id, s.public_url)
+        self.auth = Authenticator(load_keys(s), t.clock)
+        self.request_ids = _RequestIds()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request_id = self.request_ids.next()
+        target = None
+        for key, value in scope["headers"]:
+            if key == b"x-amz-target":
+                target = value.decode("latin-1")
+                break
+        action = "Unknown"
+        is_json = target is not None
+        try:
+            body = await _read_body(receive)
+            if is_json:
+                action = str(target).removeprefix(_JSON_TARGET_PREFIX)
+                self.auth.check(scope, body)
+                req = parse_json(body)
+            else:
+                self.auth.check(scope, body)
+                req = self._form(scope, body)
+                action = str(req.pop("Action", "") or "")
+            handler = ACTIONS.get(action)
+            if handler is None:
+                raise SqsError("InvalidAction", f"The action {action or '(none)'} is not valid "
+                               "for this endpoint.")
+            result = await handler(Call(self.t, self.bridge, self.naming,
+                                        self._base(scope)), req)
+        except SigV4Error as exc:
+            err = SqsError(exc.json_code if is_json else exc.code, exc.message,
+                           query_code=exc.code, status=exc.status)
+            return await self._error(send, err, is_json, request_id)
+        except SqsError as exc:
+            return await self._error(send, exc, is_json, request_id)
+        except TidingsError as exc:
+            return await self._error(send, from_tidings(exc, action), is_json, request_id)
+        except Exception:
+            log.exception("SQS %s failed", action)
+            err = SqsError("InternalFailure", "The request processing has failed because of an "
+                           "unknown error, exception or failure.")
+            return await self._error(send, err, is_json, request_id)
+        if is_json:
+            await _respond(send, 200, JSON_CONTENT_TYPE, json_body(result), request_id)
+        else:
+            await _respond(send, 200, XML_CONTENT_TYPE, xml_body(action, result, request_id),
+                           request_id)
+
+    def _form(self, scope: Scope, body: bytes) -> dict[str, Any]:
+        pairs = parse_qsl(bytes(scope.get("query_string", b"")).decode("latin-1"),
+                          keep_blank_values=True)
+        try:
+            pairs += parse_qsl(body.decode(), keep_blank_values=True, strict_parsing=False)
+        except UnicodeDecodeError:
+            raise SqsError("InvalidParameterValue", "The form body is not UTF-8.") from None
+        req = parse_query(pairs)
+        queue = scope.get("path_params", {}).get("queue_name")
+        if queue and not req.get("QueueUrl"):
+            req["QueueUrl"] = queue  # the queue URL was the request's own path
+        return req
+
+    def _base(self, scope: Scope) -> str:
+        if self.naming.public_url:
+            return self.naming.base_url("http", None)
+        host = None
+        for key, value in scope["headers"]:
+            if key == b"host":
+                host = value.decode("latin-1")
+                break
+        if host is None and scope.get("server"):
+            server_host, port = scope["server"]
+            host = f"{server_host}:{port}"
+        return self.naming.base_url(str(scope.get("scheme", "http")), host)
+
+    async def _error(self, send: Send, err: SqsError, is_json: bool, request_id: str) -> None:
+        if is_json:
+            status, headers, payload = json_error(err)
+            await _respond(send, status, JSON_CONTENT_TYPE, payload, request_id, headers)
+        else:
+            status, payload = xml_error(err, request_id)
+            await _respond(send, status, XML_CONTENT_TYPE, payload, request_id)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_REQUEST_BYTES:
+            raise SqsError("InvalidParameterValue",
+                           f"The request is longer than {MAX_REQUEST_BYTES} bytes.")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def _respond(send: Send, status: int, content_type: bytes, payload: bytes,
+                   request_id: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(payload)).encode()),
+               (b"x-amzn-requestid", request_id.encode())]
+    if extra:
+        headers += extra
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class SqsMiddleware:
+    """Sends JSON-protocol SQS requests (`POST /` with `X-Amz-Target: AmazonSQS.*`) straight
+    to the endpoint; everything else goes on to the application and its router."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]],
+                 endpoint: SqsEndpoint) -> None:
+        self.app = app
+        self.endpoint = endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/" and scope["method"] == "POST":
+            for key, value in scope["headers"]:
+                if key == b"x-amz-target":
+                    if value.startswith(b"AmazonSQS."):
+                        return await self.endpoint(scope, receive, send)
+                    break
+        await self.app(scope, receive, send)
+
+
+def mount_sqs(app: FastAPI, t: Tidings, bridge: Bridge) -> None:
+    """Serve SQS on `app`: JSON requests by the middleware, query-protocol form posts to `/`
+    and to a queue URL (`POST /{account}/{queue}`) by routes. Call it after every other
+    route is added: their two-segment paths (`POST /v1/queues`) must win over the latter."""
+    endpoint = SqsEndpoint(t, bridge)
+    app.add_middleware(SqsMiddleware, endpoint=endpoint)
+    app.router.routes.append(Route("/", endpoint, methods=["POST"]))
+    app.router.routes.append(Route("/{account_id}/{queue_name}", endpoint, methods=["POST"]))

@@ -231,7 +231,8 @@ async def next_occurrences(
     = "UTC",
     n: Annotated[int, Query(description="How many occurrences (1-100).")] = 5,
     after: Annotated[str | None, Query(
-        description="ISO 8601 with a UTC offset; default now. Occurrences strictly after it.")]
+        description="ISO 8601 with a UTC offset (URL-encode `+` as %2B, or use Z); default "
+        "now. Occurrences strictly after it.")]
     = None,
 ) -> dict[str, Any]:
     """The next occurrences of an expression, in UTC and in its zone: check a cron before

@@ -194,15 +194,27 @@ UPDATE schedule_groups SET tags = %s, modified_at = %s WHERE name = %s;
 -- name: delete_group_schedules
 DELETE FROM schedules WHERE group_name = %s;
 
--- name: insert_schedules
--- One statement for a whole chunk (arrays unnested server-side); RETURNING names the rows
--- that went in, so existing (group, name) pairs are reported without a second query.
+-- name: stage_schedules
+-- Bulk creation goes through COPY into a per-session staging table (the fastest way into
+-- PostgreSQL), then one INSERT … SELECT that skips existing (group, name) pairs.
+CREATE TEMP TABLE IF NOT EXISTS schedules_in (
+    group_name text, name text, state text, expression text, timezone text, start_at bigint,
+    end_at bigint, flex_minutes integer, target text, action_after_completion text,
+    description text, client_token text, next_fire_at bigint, due_at bigint,
+    created_at bigint, modified_at bigint
+) ON COMMIT DELETE ROWS;
+
+-- name: copy_schedules
+COPY schedules_in FROM STDIN;
+
+-- name: insert_staged_schedules
 INSERT INTO schedules (group_name, name, state, expression, timezone, start_at, end_at,
                        flex_minutes, target, action_after_completion, description, client_token,
                        next_fire_at, due_at, created_at, modified_at)
-SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[],
-                     %s::bigint[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[],
-                     %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])
+SELECT group_name, name, state, expression, timezone, start_at, end_at, flex_minutes, target,
+       action_after_completion, description, client_token, next_fire_at, due_at, created_at,
+       modified_at
+FROM schedules_in
 ON CONFLICT (group_name, name) DO NOTHING
 RETURNING group_name, name;
 
@@ -253,3 +265,63 @@ RETURNING s.id;
 
 -- name: count_schedules
 SELECT COUNT(*) FROM schedules;
+
+-- ---------------------------------------------------------------------------------------
+-- campaigns (store/postgres_campaigns.py)
+
+-- name: insert_campaign
+INSERT INTO campaigns (name, steps, template, status, created_at, modified_at)
+VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING;
+
+-- name: campaign_columns
+SELECT name, steps, template, status, rows_read, schedules_created, row_errors, cancelled,
+       created_at, modified_at
+FROM campaigns;
+
+-- name: update_campaign_steps
+UPDATE campaigns SET steps = %s, modified_at = %s WHERE name = %s;
+
+-- name: add_campaign_progress
+-- A re-run reads the same rows again: rows read and row errors keep their highest count,
+-- while schedules created add up (a re-run only creates what is missing).
+UPDATE campaigns SET rows_read = GREATEST(rows_read, %s), row_errors = GREATEST(row_errors, %s),
+    schedules_created = schedules_created + %s, modified_at = %s
+WHERE name = %s;
+
+-- name: set_campaign_status
+UPDATE campaigns SET status = %s, modified_at = %s WHERE name = %s;
+
+-- name: add_campaign_cancelled
+UPDATE campaigns SET cancelled = cancelled + %s, modified_at = %s WHERE name = %s;
+
+-- name: pause_group
+UPDATE schedules SET state = 'DISABLED', due_at = NULL, modified_at = %s
+WHERE group_name = %s AND state = 'ENABLED';
+
+-- name: paused_page
+SELECT name, next_fire_at, flex_minutes FROM schedules
+WHERE group_name = %s AND state = 'DISABLED' AND name COLLATE "C" > %s
+ORDER BY name COLLATE "C" LIMIT %s;
+
+-- name: enable_schedules
+UPDATE schedules AS s SET state = 'ENABLED', due_at = v.due_at, modified_at = %s
+FROM unnest(%s::text[], %s::bigint[]) AS v(name, due_at)
+WHERE s.group_name = %s AND s.name = v.name AND s.state = 'DISABLED';
+
+-- name: delete_named_schedules
+DELETE FROM schedules WHERE group_name = %s AND name = ANY(%s::text[]);
+
+-- name: group_state_counts
+SELECT state, COUNT(*) FROM schedules WHERE group_name = %s GROUP BY state;
+
+-- name: delivery_state_counts
+SELECT state, COUNT(*) FROM email_deliveries
+WHERE schedule COLLATE "C" >= %s AND schedule COLLATE "C" < %s GROUP BY state;
+
+-- name: firings_by_due
+SELECT due_at / %s, target::json ->> 'kind', COUNT(*) FROM schedules
+WHERE due_at >= %s AND due_at < %s GROUP BY 1, 2;
+
+-- name: firings_by_occurrence
+SELECT next_fire_at / %s, target::json ->> 'kind', COUNT(*) FROM schedules
+WHERE due_at IS NOT NULL AND next_fire_at >= %s AND next_fire_at < %s GROUP BY 1, 2;

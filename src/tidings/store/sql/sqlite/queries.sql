@@ -222,3 +222,115 @@ DELETE FROM schedules WHERE id = ? AND claim_token = ? AND next_fire_at = ?;
 
 -- name: count_schedules
 SELECT COUNT(*) FROM schedules;
+
+-- ---------------------------------------------------------------------------------------
+-- email
+
+-- name: insert_template
+INSERT INTO email_templates (name, subject, html, text, created_at, modified_at)
+VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING;
+
+-- name: update_template
+UPDATE email_templates SET subject = ?, html = ?, text = ?, modified_at = ? WHERE name = ?;
+
+-- name: template_columns
+SELECT name, subject, html, text, created_at, modified_at FROM email_templates;
+
+-- name: delete_template
+DELETE FROM email_templates WHERE name = ?;
+
+-- name: put_suppression
+-- The first reason stays: re-adding an address keeps when and why it was first suppressed.
+INSERT INTO suppressions (address, reason, created_at) VALUES (?, ?, ?)
+ON CONFLICT (address) DO NOTHING;
+
+-- name: delete_suppression
+DELETE FROM suppressions WHERE address = ?;
+
+-- name: suppression_columns
+SELECT address, reason, created_at FROM suppressions;
+
+-- name: insert_delivery
+INSERT INTO email_deliveries (id, message_id, execution_id, schedule, template, sender,
+                              recipients, state, detail, attempts, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO NOTHING
+RETURNING seq;
+
+-- name: insert_delivery_recipient
+INSERT INTO email_delivery_recipients (address, delivery_seq) VALUES (?, ?)
+ON CONFLICT DO NOTHING;
+
+-- name: update_delivery
+-- Compare-and-set: only a QUEUED delivery changes (final states are final).
+UPDATE email_deliveries SET state = ?, detail = ?, attempts = MAX(attempts, ?), updated_at = ?
+WHERE id = ? AND state = 'QUEUED';
+
+-- name: delivery_columns
+SELECT d.seq, d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
+       d.recipients, d.state, d.detail, d.attempts, d.created_at, d.updated_at
+FROM email_deliveries d;
+
+-- name: suppressed_among
+SELECT address, reason, created_at FROM suppressions
+WHERE address IN (SELECT value FROM json_each(?));
+
+-- name: deliveries_by_id
+SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
+       detail, attempts, created_at, updated_at
+FROM email_deliveries WHERE id IN (SELECT value FROM json_each(?));
+
+-- ---------------------------------------------------------------------------------------
+-- campaigns (store/sqlite_campaigns.py)
+
+-- name: insert_campaign
+INSERT INTO campaigns (name, steps, template, status, created_at, modified_at)
+VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING;
+
+-- name: campaign_columns
+SELECT name, steps, template, status, rows_read, schedules_created, row_errors, cancelled,
+       created_at, modified_at
+FROM campaigns;
+
+-- name: update_campaign_steps
+UPDATE campaigns SET steps = ?, modified_at = ? WHERE name = ?;
+
+-- name: add_campaign_progress
+-- A re-run reads the same rows again: rows read and row errors keep their highest count,
+-- while schedules created add up (a re-run only creates what is missing).
+UPDATE campaigns SET rows_read = MAX(rows_read, ?), row_errors = MAX(row_errors, ?),
+    schedules_created = schedules_created + ?, modified_at = ?
+WHERE name = ?;
+
+-- name: set_campaign_status
+UPDATE campaigns SET status = ?, modified_at = ? WHERE name = ?;
+
+-- name: add_campaign_cancelled
+UPDATE campaigns SET cancelled = cancelled + ?, modified_at = ? WHERE name = ?;
+
+-- name: pause_group
+UPDATE schedules SET state = 'DISABLED', due_at = NULL, modified_at = ?
+WHERE group_name = ? AND state = 'ENABLED';
+
+-- name: paused_page
+SELECT name, next_fire_at, flex_minutes FROM schedules
+WHERE group_name = ? AND state = 'DISABLED' AND name > ? ORDER BY name LIMIT ?;
+
+-- name: enable_schedule
+UPDATE schedules SET state = 'ENABLED', due_at = ?, modified_at = ?
+WHERE group_name = ? AND name = ? AND state = 'DISABLED';
+
+-- name: group_state_counts
+SELECT state, COUNT(*) FROM schedules WHERE group_name = ? GROUP BY state;
+
+-- name: delivery_state_counts
+SELECT state, COUNT(*) FROM email_deliveries WHERE schedule >= ? AND schedule < ?
+GROUP BY state;
+
+-- name: firings_by_due
+SELECT due_at / ?, json_extract(target, '$.kind'), COUNT(*) FROM schedules
+WHERE due_at >= ? AND due_at < ? GROUP BY 1, 2;
+
+-- name: firings_by_occurrence
+SELECT next_fire_at / ?, json_extract(target, '$.kind'), COUNT(*) FROM schedules
+WHERE due_at IS NOT NULL AND next_fire_at >= ? AND next_fire_at < ? GROUP BY 1, 2;

@@ -1,0 +1,264 @@
+"""`tidings email …` (templates, previews, sends, the log, suppression) and
+`tidings smtp-sink` (a local SMTP server that keeps what it receives)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tidings.cli.output import (
+    DEFAULT_DB,
+    DbOption,
+    JsonOption,
+    emit_json,
+    fail,
+    line,
+    table,
+    tidings,
+)
+from tidings.clock import iso
+from tidings.email.templates import RenderingError, parse_template_data
+from tidings.errors import ValidationError
+from tidings.model.email import EmailMessage
+from tidings.server.native.email_views import delivery_json, suppression_json, template_json
+
+app = typer.Typer(help="Email templates, sending, the delivery log and suppression.",
+                  no_args_is_help=True)
+templates_app = typer.Typer(help="Stored templates (subject, HTML and text parts).",
+                            no_args_is_help=True)
+suppress_app = typer.Typer(help="The account-level suppression list.", no_args_is_help=True)
+app.add_typer(templates_app, name="template")
+app.add_typer(suppress_app, name="suppress")
+
+Name = Annotated[str, typer.Argument(help="Template name (letters, digits, _ and -).",
+                                     show_default=False)]
+Subject = Annotated[str, typer.Option(help="Subject line (may use {{placeholders}}).",
+                                      show_default=False)]
+HtmlFile = Annotated[Path | None, typer.Option("--html", metavar="FILE", exists=True,
+                                               dir_okay=False, help="HTML part, from a file.")]
+TextFile = Annotated[Path | None, typer.Option("--text", metavar="FILE", exists=True,
+                                               dir_okay=False, help="Text part, from a file.")]
+Address = Annotated[str, typer.Argument(help="Email address.", show_default=False)]
+
+
+def _read(path: Path | None) -> str | None:
+    return path.read_text(encoding="utf-8") if path is not None else None
+
+
+def _print_template(doc: dict[str, Any]) -> None:
+    table(None, ["field", "value"], [(k, v) for k, v in doc.items()])
+
+
+# templates --------------------------------------------------------------------------------
+
+@templates_app.command("create")
+def template_create(name: Name, subject: Subject, html: HtmlFile = None, text: TextFile = None,
+                    db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+    """Store a new template; it needs --html, --text or both."""
+    with tidings(db) as t:
+        doc = template_json(t.email.create_template(name, subject, _read(html), _read(text)))
+    emit_json(doc) if as_json else line(f"created template {name}")
+
+
+@templates_app.command("update")
+def template_update(name: Name, subject: Subject, html: HtmlFile = None, text: TextFile = None,
+                    db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+    """Replace every part of a template (parts not given are removed, as in SES)."""
+    with tidings(db) as t:
+        doc = template_json(t.email.update_template(name, subject, _read(html), _read(text)))
+    emit_json(doc) if as_json else line(f"updated template {name}")
+
+
+@templates_app.command("get")
+def template_get(name: Name, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+    with tidings(db) as t:
+        doc = template_json(t.email.get_template(name))
+    emit_json(doc) if as_json else _print_template(doc)
+
+
+@templates_app.command("list")
+def template_list(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+    with tidings(db) as t:
+        docs, token = [], None
+        while True:
+            rows, token = t.email.list_templates(limit=1000, next_token=token)
+            docs += [template_json(r) for r in rows]
+            if token is None:
+                break
+    if as_json:
+        emit_json(docs)
+    else:
+        table(None, ["name", "subject", "parts", "modified_at"],
+              [(d["name"], d["subject"], "+".join(p for p in ("html", "text") if d[p]),
+                d["modified_at"]) for d in docs])
+
+
+@templates_app.command("delete")
+def template_delete(name: Name, db: DbOption = DEFAULT_DB) -> None:
+    with tidings(db) as t:
+        t.email.delete_template(name)
+    line(f"deleted template {name}")
+
+
+# render and send -------------------------------------------------------------------------------
+
+@app.command()
+def render(
+    template: Name,
+    data: Annotated[str, typer.Option(help="Template data: a JSON object.")] = "{}",
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    """Render a stored template with data, as it would be sent (nothing is sent)."""
+    with tidings(db) as t:
+        try:
+            out = t.email.render(template, parse_template_data(data))
+        except RenderingError as exc:
+            raise fail(f"rendering failed: {exc.message}", 1) from None
+    if as_json:
+        emit_json({"subject": out.subject, "text": out.text, "html": out.html})
+        return
+    line(f"Subject: {out.subject}")
+    if out.text is not None:
+        line("\n--- text ---")
+        line(out.text)
+    if out.html is not None:
+        line("\n--- html ---")
+        line(out.html)
+
+
+@app.command()
+def send(
+    sender: Annotated[str, typer.Option("--from", help="From address.", show_default=False)],
+    to: Annotated[list[str], typer.Option(help="To address (repeatable).", show_default=False)],
+    cc: Annotated[list[str] | None, typer.Option(help="Cc address (repeatable).")] = None,
+    bcc: Annotated[list[str] | None, typer.Option(help="Bcc address (repeatable).")] = None,
+    template: Annotated[str | None, typer.Option(help="Stored template to render.")] = None,
+    data: Annotated[str, typer.Option(help="Template data: a JSON object.")] = "{}",
+    subject: Annotated[str | None, typer.Option(help="Subject, without a template.")] = None,
+    text: TextFile = None,
+    html: HtmlFile = None,
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    """Queue one message; `tidings serve` (or a worker) delivers it through the relay."""
+    with tidings(db) as t:
+        if template is None and subject is None:
+            raise ValidationError("--template", "give --template, or --subject with "
+                                  "--text and/or --html")
+        msg = EmailMessage(from_address=sender, to=tuple(to), cc=tuple(cc or ()),
+                           bcc=tuple(bcc or ()), template=template,
+                           template_data=parse_template_data(data) if template else {},
+                           subject=subject, text=_read(text), html=_read(html))
+        delivery = t.email.send(msg)
+    if as_json:
+        emit_json(delivery_json(delivery))
+    else:
+        line(f"queued {delivery.id} (Message-ID <{delivery.message_id}>)")
+
+
+@app.command("log")
+def log_cmd(
+    recipient: Annotated[str | None, typer.Option(help="Only deliveries to this address.")] = None,
+    state: Annotated[str | None, typer.Option(
+        help="QUEUED, SENT, SUPPRESSED, BOUNCED, FAILED or RENDERING_FAILURE.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many (newest first).")] = 50,
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    """The delivery log, newest first."""
+    with tidings(db) as t:
+        rows, _ = t.email.log(recipient=recipient, state=state, limit=limit)
+    if as_json:
+        emit_json([delivery_json(d) for d in rows])
+        return
+    table(None, ["time", "state", "to", "template", "detail", "id"],
+          [(iso(d.created_at), d.state.value, ", ".join(d.recipients), d.template or "-",
+            d.detail or "", d.id) for d in rows])
+
+
+# suppression -------------------------------------------------------------------------------------
+
+@suppress_app.command("add")
+def suppress_add(
+    address: Address,
+    reason: Annotated[str, typer.Option(
+        help="BOUNCE, COMPLAINT, UNSUBSCRIBE or MANUAL.")] = "MANUAL",
+    db: DbOption = DEFAULT_DB,
+) -> None:
+    with tidings(db) as t:
+        added = t.email.suppress(address, reason)
+    line(f"suppressed {address}" if added else f"{address} was already suppressed")
+
+
+@suppress_app.command("remove")
+def suppress_remove(address: Address, db: DbOption = DEFAULT_DB) -> None:
+    with tidings(db) as t:
+        removed = t.email.unsuppress(address)
+    if not removed:
+        raise fail(f"{address} is not on the suppression list", 1)
+    line(f"removed {address}")
+
+
+@suppress_app.command("list")
+def suppress_list(
+    reason: Annotated[str | None, typer.Option(help="Only this reason.")] = None,
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    with tidings(db) as t:
+        docs, token = [], None
+        while True:
+            rows, token = t.email.list_suppressions(reason=reason, limit=1000,
+                                                    next_token=token)
+            docs += [suppression_json(s) for s in rows]
+            if token is None:
+                break
+    if as_json:
+        emit_json(docs)
+    else:
+        table(None, ["address", "reason", "since"],
+              [(d["address"], d["reason"], d["created_at"]) for d in docs])
+
+
+# smtp-sink ---------------------------------------------------------------------------------------
+
+SinkDir = Annotated[Path, typer.Option("--dir", metavar="DIR", envvar="TIDINGS_SMTP_SINK_DIR",
+                                       help="Where messages are stored.")]
+sink_app = typer.Typer(help="A local SMTP server (loopback) that stores every message: "
+                       "`tidings smtp-sink --port 1025`, then `tidings smtp-sink list`.",
+                       invoke_without_command=True)
+
+
+@sink_app.callback()
+def smtp_sink(
+    ctx: typer.Context,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port on 127.0.0.1.")] = 1025,
+    directory: SinkDir = Path("smtp-sink"),
+) -> None:
+    """Run the sink until Ctrl-C (or run `list`)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from tidings.email.sink import run_sink
+
+    try:
+        run_sink(directory, port)
+    except OSError as exc:
+        raise fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", 1) from None
+
+
+@sink_app.command("list")
+def smtp_sink_list(directory: SinkDir = Path("smtp-sink"), as_json: JsonOption = False) -> None:
+    """Messages the sink received, oldest first."""
+    from tidings.email.sink import list_messages
+
+    entries = list_messages(directory)
+    if as_json:
+        print(json.dumps(entries, indent=2, ensure_ascii=False))
+        return
+    table(None, ["received", "from", "to", "subject", "file"],
+          [(iso(e["received_at"]), e["mail_from"], ", ".join(e["rcpt_tos"]), e["subject"],
+            e["file"]) for e in entries])

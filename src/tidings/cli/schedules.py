@@ -1,0 +1,341 @@
+"""`tidings schedule …` and `tidings schedule-group …`: manage schedules from a shell.
+
+Same conventions as `tidings queue`: `--db`, `--json`, exit codes 0/1/2. The JSON printed
+is the native API's (server/native/schedule_views.py), so scripts can use either.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from tidings.cli.output import (
+    DEFAULT_DB,
+    DbOption,
+    JsonOption,
+    emit_json,
+    errors_handled,
+    line,
+    table,
+    tidings,
+)
+from tidings.clock import SystemClock
+from tidings.errors import ValidationError
+from tidings.model.schedules import DEFAULT_GROUP, ScheduleSpec, ScheduleState, Target
+from tidings.server.native.schedule_views import (
+    group_json,
+    make_spec,
+    make_target,
+    occurrences_json,
+    parse_instant,
+    schedule_json,
+)
+
+app = typer.Typer(help="Create, inspect and preview schedules.", no_args_is_help=True)
+groups_app = typer.Typer(help="Create, list and delete schedule groups.", no_args_is_help=True)
+
+Name = Annotated[str, typer.Argument(help="Schedule name (unique in its group).",
+                                     show_default=False)]
+GroupOpt = Annotated[str, typer.Option("--group", "-g", help="Schedule group.")]
+Expression = Annotated[str, typer.Option(
+    "--expression", "-e", show_default=False,
+    help="at(2030-01-01T09:00:00), rate(5 minutes) or cron(0 9 ? * MON-FRI *).")]
+Tz = Annotated[str, typer.Option("--tz", help="IANA zone the expression is read in.")]
+Start = Annotated[str | None, typer.Option(
+    "--start", show_default=False, help="ISO 8601 with a UTC offset: no occurrence before it.")]
+End = Annotated[str | None, typer.Option(
+    "--end", show_default=False, help="ISO 8601 with a UTC offset: no occurrence after it.")]
+FlexWindow = Annotated[int | None, typer.Option(
+    "--flexible-window", metavar="MIN", show_default=False,
+    help="Fire within this many minutes after each occurrence (1-1440); default: on time.")]
+Disabled = Annotated[bool, typer.Option(
+    "--disabled", help="The schedule keeps its settings but does not fire.")]
+DeleteAfter = Annotated[bool, typer.Option(
+    "--delete-after-completion", help="Delete the schedule after its last occurrence.")]
+Description = Annotated[str | None, typer.Option(show_default=False,
+                                                 help="Up to 512 characters.")]
+QueueTarget = Annotated[str | None, typer.Option(
+    "--queue", show_default=False, help="Target: send each occurrence to this queue.")]
+WebhookTarget = Annotated[str | None, typer.Option(
+    "--webhook", metavar="URL", show_default=False, help="Target: POST each occurrence here.")]
+FunctionTarget = Annotated[str | None, typer.Option(
+    "--function", metavar="NAME", show_default=False,
+    help="Target: call this function registered on the node's app.")]
+Input = Annotated[str | None, typer.Option(
+    "--input", metavar="JSON|-", show_default=False,
+    help="Payload sent to the target as written (- reads stdin); default: an event document.")]
+GroupId = Annotated[str | None, typer.Option(
+    "--group-id", show_default=False, help="Message group id (required for a FIFO queue).")]
+MaxRetries = Annotated[int | None, typer.Option(
+    "--max-retries", show_default=False, help="Delivery retries (0-185; default 185).")]
+MaxAge = Annotated[int | None, typer.Option(
+    "--max-event-age", metavar="S", show_default=False,
+    help="Give up on an occurrence this many seconds late (60-86400; default 86400).")]
+Dlq = Annotated[str | None, typer.Option(
+    "--dlq", metavar="QUEUE", show_default=False,
+    help="Standard queue receiving occurrences whose delivery failed for good.")]
+
+
+def _target(queue: str | None, webhook: str | None, function: str | None, input_: str | None,
+            group_id: str | None, max_retries: int | None, max_age: int | None,
+            dlq: str | None) -> Target:
+    chosen = [(kind, dest) for kind, dest in
+              (("queue", queue), ("webhook", webhook), ("function", function)) if dest]
+    if len(chosen) != 1:
+        raise ValidationError("--queue/--webhook/--function", "give exactly one target")
+    kind, destination = chosen[0]
+    text = sys.stdin.read() if input_ == "-" else input_
+    return make_target(kind, destination, input=text, message_group_id=group_id,
+                       max_retries=max_retries, max_event_age_s=max_age,
+                       dead_letter_queue=dlq)
+
+
+def _spec(name: str, group: str, expression: str, tz: str, start: str | None,
+          end: str | None, flex: int | None, disabled: bool, delete_after: bool,
+          description: str | None, target: Target) -> ScheduleSpec:
+    return make_spec(name, group, expression, target, timezone=tz, start=start, end=end,
+                     state="DISABLED" if disabled else "ENABLED",
+                     flexible_window_minutes=flex,
+                     action_after_completion="DELETE" if delete_after else "NONE",
+                     description=description, start_field="--start", end_field="--end")
+
+
+def _print_schedule(doc: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        emit_json(doc)
+        return
+    target = doc["target"]
+    retry = target["retry_policy"]
+    rows: list[tuple[str, Any]] = [
+        ("name", doc["name"]), ("group", doc["group"]), ("arn", doc["arn"]),
+        ("state", doc["state"]), ("expression", doc["expression"]),
+        ("timezone", doc["timezone"]), ("start", doc["start"] or "-"),
+        ("end", doc["end"] or "-"),
+        ("flexible window", f"{doc['flexible_window_minutes']} min"
+         if doc["flexible_window_minutes"] else "off"),
+        ("after completion", doc["action_after_completion"]),
+        ("description", doc["description"] or "-"),
+        ("target", f"{target['kind']} {target['destination']}"),
+        ("input", target["input"] or "-"),
+        ("retries", f"{retry['maximum_retry_attempts']} within "
+         f"{retry['maximum_event_age_s']} s"),
+        ("dead-letter queue", target["dead_letter_queue"] or "-"),
+        ("next fire (UTC)", doc["next_fire_at"] or "-"),
+        ("due at (UTC)", doc["due_at"] or "-"),
+        ("last fired", doc["last_fired_at"] or "-"),
+        ("created", doc["created_at"]), ("modified", doc["modified_at"]),
+    ]
+    table(None, ["attribute", "value"], rows)
+
+
+@app.command()
+def create(
+    name: Name, expression: Expression, tz: Tz = "UTC", group: GroupOpt = DEFAULT_GROUP,
+    start: Start = None, end: End = None, flexible_window: FlexWindow = None,
+    disabled: Disabled = False, delete_after_completion: DeleteAfter = False,
+    description: Description = None, queue: QueueTarget = None, webhook: WebhookTarget = None,
+    function: FunctionTarget = None, input_: Input = None, group_id: GroupId = None,
+    max_retries: MaxRetries = None, max_event_age: MaxAge = None, dlq: Dlq = None,
+    db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
+) -> None:
+    """Create a schedule with one target (--queue, --webhook or --function)."""
+    with tidings(db) as t:
+        target = _target(queue, webhook, function, input_, group_id, max_retries,
+                         max_event_age, dlq)
+        spec = _spec(name, group, expression, tz, start, end, flexible_window, disabled,
+                     delete_after_completion, description, target)
+        created = t.schedules.create(spec)
+        doc = schedule_json(created, t.schedules.schedule_arn(group, name))
+    _print_schedule(doc, as_json)
+
+
+@app.command()
+def update(
+    name: Name, expression: Expression, tz: Tz = "UTC", group: GroupOpt = DEFAULT_GROUP,
+    start: Start = None, end: End = None, flexible_window: FlexWindow = None,
+    disabled: Disabled = False, delete_after_completion: DeleteAfter = False,
+    description: Description = None, queue: QueueTarget = None, webhook: WebhookTarget = None,
+    function: FunctionTarget = None, input_: Input = None, group_id: GroupId = None,
+    max_retries: MaxRetries = None, max_event_age: MaxAge = None, dlq: Dlq = None,
+    db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
+) -> None:
+    """Replace a schedule's settings: a FULL replace, as AWS UpdateSchedule. Options you
+    leave out take their defaults, not their old values (give the target and input again).
+    The next occurrence is computed afresh from now."""
+    with tidings(db) as t:
+        target = _target(queue, webhook, function, input_, group_id, max_retries,
+                         max_event_age, dlq)
+        spec = _spec(name, group, expression, tz, start, end, flexible_window, disabled,
+                     delete_after_completion, description, target)
+        updated = t.schedules.update(spec)
+        doc = schedule_json(updated, t.schedules.schedule_arn(group, name))
+    _print_schedule(doc, as_json)
+
+
+@app.command()
+def get(name: Name, group: GroupOpt = DEFAULT_GROUP, db: DbOption = DEFAULT_DB,
+        as_json: JsonOption = False) -> None:
+    """Show a schedule and its next occurrence."""
+    with tidings(db) as t:
+        doc = schedule_json(t.schedules.get(name, group), t.schedules.schedule_arn(group, name))
+    _print_schedule(doc, as_json)
+
+
+@app.command()
+def delete(name: Name, group: GroupOpt = DEFAULT_GROUP, db: DbOption = DEFAULT_DB,
+           as_json: JsonOption = False) -> None:
+    """Delete a schedule."""
+    with tidings(db) as t:
+        t.schedules.delete(name, group)
+    if as_json:
+        emit_json({"deleted": name, "group": group})
+    else:
+        line(f"deleted schedule {group}/{name}")
+
+
+def _set_state(name: str, group: str, state: ScheduleState, db: str, as_json: bool) -> None:
+    with tidings(db) as t:
+        doc = schedule_json(t.schedules.set_state(name, state, group),
+                            t.schedules.schedule_arn(group, name))
+    if as_json:
+        emit_json(doc)
+    else:
+        line(f"{group}/{name} is {doc['state']}; next fire: {doc['due_at'] or '-'}")
+
+
+@app.command()
+def enable(name: Name, group: GroupOpt = DEFAULT_GROUP, db: DbOption = DEFAULT_DB,
+           as_json: JsonOption = False) -> None:
+    """Enable a schedule: it fires from its next occurrence after now."""
+    _set_state(name, group, ScheduleState.ENABLED, db, as_json)
+
+
+@app.command()
+def disable(name: Name, group: GroupOpt = DEFAULT_GROUP, db: DbOption = DEFAULT_DB,
+            as_json: JsonOption = False) -> None:
+    """Disable a schedule: it keeps its settings and does not fire."""
+    _set_state(name, group, ScheduleState.DISABLED, db, as_json)
+
+
+@app.command("list")
+def list_(
+    group: Annotated[str | None, typer.Option(
+        "--group", "-g", show_default=False, help="Only this group (default: all).")] = None,
+    prefix: Annotated[str, typer.Option(help="Only names starting with this.")] = "",
+    state: Annotated[str | None, typer.Option(
+        show_default=False, help="ENABLED or DISABLED.")] = None,
+    limit: Annotated[int, typer.Option(help="At most this many (1-1000).")] = 100,
+    next_token: Annotated[str | None, typer.Option(
+        show_default=False, help="Continue a listing cut at --limit.")] = None,
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    """List schedules by group and name, with their next fire time."""
+    with tidings(db) as t:
+        rows, token = t.schedules.list(group=group, prefix=prefix,
+                                       state=state.upper() if state else None, limit=limit,
+                                       next_token=next_token)
+        docs = [schedule_json(r, t.schedules.schedule_arn(r.group, r.name)) for r in rows]
+    if as_json:
+        emit_json({"schedules": docs, "next_token": token})
+        return
+    table(None, ["group", "name", "state", "expression", "timezone", "next fire (UTC)",
+                 "target"],
+          [(d["group"], d["name"], d["state"], d["expression"], d["timezone"],
+            d["due_at"] or "-", f"{d['target']['kind']} {d['target']['destination']}")
+           for d in docs])
+    if token:
+        line(f"more: --next-token {token}")
+
+
+@app.command("next")
+def next_(
+    expression: Annotated[str, typer.Argument(
+        help="at(...), rate(...) or cron(...).", show_default=False)],
+    tz: Tz = "UTC",
+    n: Annotated[int, typer.Option("-n", help="How many occurrences (1-100).")] = 5,
+    after: Annotated[str | None, typer.Option(
+        show_default=False, help="ISO 8601 with a UTC offset; default now.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the next occurrences of an expression in UTC and local time (no database)."""
+    with errors_handled():
+        after_ms = parse_instant(after, "--after")
+        start = SystemClock().now_ms() if after_ms is None else after_ms
+        doc = occurrences_json(expression, tz, start, n)
+    if as_json:
+        emit_json(doc)
+        return
+    table(None, ["UTC", f"local ({tz})"],
+          [(o["utc"], o["local"]) for o in doc["occurrences"]])
+    if not doc["occurrences"]:
+        line("no occurrences: the expression has none after that instant")
+
+
+# groups ---------------------------------------------------------------------------------
+
+GroupName = Annotated[str, typer.Argument(help="Group name.", show_default=False)]
+
+
+def _tags(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValidationError("--tag", f"must look like key=value, got {item!r}")
+        out[key] = value
+    return out
+
+
+@groups_app.command("create")
+def group_create(
+    name: GroupName,
+    tag: Annotated[list[str] | None, typer.Option(help="A tag key=value (repeatable).")]
+    = None,
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a schedule group."""
+    with tidings(db) as t:
+        doc = group_json(t.schedules.create_group(name, _tags(tag)),
+                         t.schedules.group_arn(name))
+    if as_json:
+        emit_json(doc)
+    else:
+        line(f"created schedule group {name}")
+
+
+@groups_app.command("list")
+def group_list(
+    prefix: Annotated[str, typer.Option(help="Only groups starting with this.")] = "",
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    """List schedule groups."""
+    with tidings(db) as t:
+        docs: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            groups, token = t.schedules.list_groups(prefix, next_token=token)
+            docs += [group_json(g, t.schedules.group_arn(g.name)) for g in groups]
+            if token is None:
+                break
+    if as_json:
+        emit_json({"groups": docs})
+        return
+    table(None, ["name", "tags", "created"],
+          [(d["name"], ", ".join(f"{k}={v}" for k, v in d["tags"].items()) or "-",
+            d["created_at"]) for d in docs])
+
+
+@groups_app.command("delete")
+def group_delete(name: GroupName, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+    """Delete a schedule group and every schedule in it."""
+    with tidings(db) as t:
+        n = t.schedules.delete_group(name)
+    if as_json:
+        emit_json({"name": name, "deleted_schedules": n})
+    else:
+        line(f"deleted schedule group {name} and {n} schedule(s)")

@@ -1,0 +1,259 @@
+"""The Amazon EventBridge Scheduler wire API (REST-JSON), for the AWS SDKs and CLI.
+
+Paths, methods and error names are those of the `scheduler/2021-06-30` service model:
+`/schedules/{Name}` (POST create, GET, PUT update, DELETE), `GET /schedules`,
+`/schedule-groups/{Name}` (POST, GET, DELETE), `GET /schedule-groups` and
+`/tags/{ResourceArn}` (POST tag, GET, DELETE untag; only schedule groups carry tags).
+Plain Starlette routes, not FastAPI models: the bodies are AWS's exact shapes, translated
+in `scheduler_shapes.py`, and every store call goes through the bridge.
+
+Errors are REST-JSON's: the HTTP status, an `x-amzn-ErrorType` header (what botocore and
+the JavaScript SDK read the code from) and a `{"Message": ...}` body. The status comes
+from the one error table (`server/errors.py`); the code is Scheduler's name for it.
+Requests are checked with SigV4 (service `scheduler`) whenever access keys are configured.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tidings.client import Tidings
+from tidings.engine.bridge import Bridge
+from tidings.errors import TidingsError, ValidationError
+from tidings.model.queues import check_range
+from tidings.model.schedules import DEFAULT_GROUP, Schedule, ScheduleSpec, TargetKind
+from tidings.server.aws.arns import Naming
+from tidings.server.aws.auth import Authenticator, load_keys
+from tidings.server.aws.scheduler_shapes import (
+    Shapes,
+    group_from_arn,
+    group_out,
+    lambda_webhooks,
+    parse_body,
+    tags_in,
+    tags_out,
+)
+from tidings.server.aws.sigv4 import SigV4Error
+from tidings.server.errors import error_info
+
+log = logging.getLogger("tidings.scheduler")
+
+MAX_REQUEST_BYTES = 1024 * 1024  # a schedule is a few KiB (Input is at most 8192 chars)
+_JSON = "application/json"
+
+#: Scheduler's error names, by the status the error table gives a tidings error.
+_CODES = {400: "ValidationException", 402: "ServiceQuotaExceededException",
+          403: "ValidationException", 404: "ResourceNotFoundException",
+          409: "ConflictException", 429: "ThrottlingException"}
+
+Doc = dict[str, Any]
+Operation = Callable[[Request, Doc], Awaitable[Doc]]
+
+
+class SchedulerError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _aws_error(exc: TidingsError) -> SchedulerError:
+    status, _sqs_code, message = error_info(exc)
+    code = _CODES.get(status, "InternalServerException")
+    return SchedulerError(status, code, message)
+
+
+def _json(status: int, doc: Doc, request_id: str, code: str | None = None) -> Response:
+    headers = {"x-amzn-RequestId": request_id}
+    if code is not None:
+        headers["x-amzn-ErrorType"] = code
+    return Response(json.dumps(doc, separators=(",", ":")).encode(), status_code=status,
+                    headers=headers, media_type=_JSON)
+
+
+class SchedulerApi:
+    """The Scheduler operations over one `Tidings`."""
+
+    def __init__(self, t: Tidings, bridge: Bridge,
+                 webhooks: dict[str, str] | None = None) -> None:
+        s = t.settings
+        self.bridge = bridge
+        self.schedules = t.schedules
+        self.shapes = Shapes(Naming(s.region, s.account_id, s.public_url),
+                             lambda_webhooks() if webhooks is None else webhooks)
+        self.auth = Authenticator(load_keys(s), t.clock, service="scheduler")
+
+    def routes(self) -> list[Route]:
+        """Separate routes per method: Starlette falls through to the one whose method
+        matches, and answers 405 only when none does."""
+        table: list[tuple[str, str, Operation]] = [
+            ("/schedules", "GET", self.list_schedules),
+            ("/schedules/{Name}", "POST", self.create_schedule),
+            ("/schedules/{Name}", "GET", self.get_schedule),
+            ("/schedules/{Name}", "PUT", self.update_schedule),
+            ("/schedules/{Name}", "DELETE", self.delete_schedule),
+            ("/schedule-groups", "GET", self.list_groups),
+            ("/schedule-groups/{Name}", "POST", self.create_group),
+            ("/schedule-groups/{Name}", "GET", self.get_group),
+            ("/schedule-groups/{Name}", "DELETE", self.delete_group),
+            # An ARN holds '/' (schedule-group/name), which arrives decoded in the path.
+            ("/tags/{ResourceArn:path}", "POST", self.tag_resource),
+            ("/tags/{ResourceArn:path}", "GET", self.list_tags),
+            ("/tags/{ResourceArn:path}", "DELETE", self.untag_resource),
+        ]
+        return [Route(path, self._endpoint(op), methods=[method]) for path, method, op in table]
+
+    def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            request_id = str(uuid.uuid4())
+            try:
+                body = await _read_body(request)
+                self.auth.check(request.scope, body)
+                result = await op(request, parse_body(body))
+            except SigV4Error as exc:
+                return _json(exc.status, {"Message": exc.message}, request_id, exc.json_code)
+            except SchedulerError as exc:
+                return _json(exc.status, {"Message": exc.message}, request_id, exc.code)
+            except TidingsError as exc:
+                err = _aws_error(exc)
+                return _json(err.status, {"Message": err.message}, request_id, err.code)
+            except Exception:
+                log.exception("Scheduler %s %s failed", request.method, request.url.path)
+                return _json(500, {"Message": "Unexpected error while processing the request."},
+                             request_id, "InternalServerException")
+            return _json(200, result, request_id)
+        return endpoint
+
+    # schedules ----------------------------------------------------------------------------
+
+    async def create_schedule(self, request: Request, body: Doc) -> Doc:
+        return await self._save(self.schedules.create, request, body)
+
+    async def update_schedule(self, request: Request, body: Doc) -> Doc:
+        return await self._save(self.schedules.update, request, body)
+
+    async def _save(self, save: Callable[[ScheduleSpec], Schedule], request: Request,
+                    body: Doc) -> Doc:
+        spec = self.shapes.spec(request.path_params["Name"], body)
+        try:
+            schedule = await self.bridge.run(save, spec)
+        except ValidationError as exc:
+            if spec.target.kind is not TargetKind.EMAIL or exc.field.startswith("Target."):
+                raise
+            # The SendEmail document is checked on its own terms (FromEmailAddress, ...);
+            # here it is the schedule's Target.Input, and the message says so.
+            field = "Target.Input" if exc.field == "Input" else f"Target.Input.{exc.field}"
+            raise ValidationError(field, exc.rule) from None
+        return {"ScheduleArn": self.schedules.schedule_arn(schedule.group, schedule.name)}
+
+    async def get_schedule(self, request: Request, _body: Doc) -> Doc:
+        group = request.query_params.get("groupName") or DEFAULT_GROUP
+        s = await self.bridge.run(self.schedules.get, request.path_params["Name"], group)
+        return self.shapes.schedule_out(s, self.schedules.schedule_arn(s.group, s.name))
+
+    async def delete_schedule(self, request: Request, _body: Doc) -> Doc:
+        # clientToken is accepted and unused: a repeated delete answers ResourceNotFound.
+        group = request.query_params.get("groupName") or DEFAULT_GROUP
+        await self.bridge.run(self.schedules.delete, request.path_params["Name"], group)
+        return {}
+
+    async def list_schedules(self, request: Request, _body: Doc) -> Doc:
+        q = request.query_params
+        limit = _max_results(q.get("MaxResults"))
+        group = q.get("ScheduleGroup") or None
+
+        def page() -> tuple[list[Any], str | None]:
+            if group is not None:
+                self.schedules.get_group(group)  # an unknown group is ResourceNotFound
+            return self.schedules.list(group=group, prefix=q.get("NamePrefix") or "",
+                                       state=q.get("State") or None, limit=limit,
+                                       next_token=q.get("NextToken") or None)
+
+        rows, token = await self.bridge.run(page)
+        out: Doc = {"Schedules": [self.shapes.summary_out(
+            s, self.schedules.schedule_arn(s.group, s.name)) for s in rows]}
+        if token:
+            out["NextToken"] = token
+        return out
+
+    # groups -------------------------------------------------------------------------------
+
+    async def create_group(self, request: Request, body: Doc) -> Doc:
+        name = request.path_params["Name"]
+        group = await self.bridge.run(self.schedules.create_group, name, tags_in(body))
+        return {"ScheduleGroupArn": self.schedules.group_arn(group.name)}
+
+    async def get_group(self, request: Request, _body: Doc) -> Doc:
+        group = await self.bridge.run(self.schedules.get_group, request.path_params["Name"])
+        return group_out(group, self.schedules.group_arn(group.name))
+
+    async def delete_group(self, request: Request, _body: Doc) -> Doc:
+        # AWS deletes a group's schedules asynchronously; here they go in the same
+        # transaction as the group, so nothing of it fires after the answer.
+        await self.bridge.run(self.schedules.delete_group, request.path_params["Name"])
+        return {}
+
+    async def list_groups(self, request: Request, _body: Doc) -> Doc:
+        q = request.query_params
+        groups, token = await self.bridge.run(
+            self.schedules.list_groups, q.get("NamePrefix") or "",
+            limit=_max_results(q.get("MaxResults")), next_token=q.get("NextToken") or None)
+        out: Doc = {"ScheduleGroups": [group_out(g, self.schedules.group_arn(g.name))
+                                       for g in groups]}
+        if token:
+            out["NextToken"] = token
+        return out
+
+    # tags ---------------------------------------------------------------------------------
+
+    async def tag_resource(self, request: Request, body: Doc) -> Doc:
+        if not isinstance(body.get("Tags"), list):
+            raise ValidationError("Tags", "is required: a list of {Key, Value} objects")
+        name = group_from_arn(request.path_params["ResourceArn"])
+        await self.bridge.run(self.schedules.tag_group, name, tags_in(body))
+        return {}
+
+    async def untag_resource(self, request: Request, _body: Doc) -> Doc:
+        name = group_from_arn(request.path_params["ResourceArn"])
+        keys = request.query_params.getlist("TagKeys")
+        await self.bridge.run(self.schedules.untag_group, name, keys)
+        return {}
+
+    async def list_tags(self, request: Request, _body: Doc) -> Doc:
+        name = group_from_arn(request.path_params["ResourceArn"])
+        group = await self.bridge.run(self.schedules.get_group, name)
+        return {"Tags": tags_out(group.tags)}
+
+
+def _max_results(raw: str | None) -> int:
+    # Scheduler pages hold at most 100, whatever the store could return.
+    return 100 if raw is None else check_range("MaxResults", raw, 1, 100)
+
+
+async def _read_body(request: Request) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_REQUEST_BYTES:
+            raise SchedulerError(413, "ValidationException",
+                                 f"The request is longer than {MAX_REQUEST_BYTES} bytes.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def scheduler_routes(t: Tidings, bridge: Bridge,
+                     webhooks: dict[str, str] | None = None) -> list[Route]:
+    """The Scheduler API's routes. Mount them before the SQS routes, whose
+    `POST /{account}/{queue}` would otherwise take `POST /schedules/{Name}`.
+    `webhooks` overrides `TIDINGS_LAMBDA_WEBHOOKS` (Lambda function name -> URL)."""
+    return SchedulerApi(t, bridge, webhooks).routes()

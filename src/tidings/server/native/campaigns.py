@@ -1,0 +1,162 @@
+"""Native API: campaigns (status, pause, resume, cancel, cancel one recipient), fan-out of a
+streamed recipient list, and the load forecast.
+
+`POST /v1/campaigns/{name}/fanout` takes the CSV or JSON Lines as the request body and
+reads it as it arrives (a bounded buffer between the connection and the fan-out thread),
+so memory stays flat whatever the list's size. The fan-out runs in its own thread, not
+on the store bridge, so other requests are served meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import queue
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+
+from tidings.engine.fanout import FanoutOptions
+from tidings.engine.fanout_source import Columns
+from tidings.engine.fanout_timing import parse_date, parse_step
+from tidings.errors import ValidationError
+from tidings.server.native.deps import Ctx, Responses
+
+router = APIRouter(prefix="/v1", tags=["campaigns"])
+
+_DOCS: Responses = {
+    400: {"description": "Bad input: code InvalidParameterValue, `error.field` naming it."},
+    404: {"description": "No such campaign (NotFound) or template (TemplateNotFound)."},
+}
+
+
+class _BodyReader(io.RawIOBase):
+    """Bytes the event loop receives, read by the fan-out thread; None marks the end."""
+
+    def __init__(self) -> None:
+        self.chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=64)
+        self._left = b""
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._left and not self._done:
+            chunk = self.chunks.get()
+            if chunk is None:
+                self._done = True
+            else:
+                self._left = chunk
+        n = min(len(buffer), len(self._left))
+        buffer[:n] = self._left[:n]
+        self._left = self._left[n:]
+        return n
+
+
+async def _feed(request: Request, reader: _BodyReader) -> None:
+    async def put(item: bytes | None) -> None:
+        while True:
+            try:
+                reader.chunks.put_nowait(item)
+                return
+            except queue.Full:  # the fan-out is behind: wait for it, without blocking
+                await asyncio.sleep(0.002)
+
+    try:
+        async for chunk in request.stream():
+            if chunk:
+                await put(chunk)
+    finally:
+        await put(None)
+
+
+@router.get("/campaigns", summary="List campaigns")
+async def list_campaigns(ctx: Ctx, limit: int = 100, after: str | None = None,
+                         ) -> dict[str, Any]:
+    records = await ctx.bridge.run(lambda: ctx.t.campaigns.list(after=after, limit=limit))
+    return {"campaigns": [{"name": r.name, "status": r.status.value,
+                           "steps": [s.to_json() for s in r.steps],
+                           "schedules_created": r.schedules_created,
+                           "row_errors": r.row_errors, "created_at": r.created_at}
+                          for r in records]}
+
+
+@router.get("/campaigns/{name}", summary="Campaign status and counts", responses=_DOCS)
+async def campaign_status(name: str, ctx: Ctx) -> dict[str, Any]:
+    return (await ctx.bridge.run(ctx.t.campaigns.status, name)).to_json()
+
+
+@router.post("/campaigns/{name}/pause", summary="Disable the remaining schedules",
+             responses=_DOCS)
+async def pause(name: str, ctx: Ctx) -> dict[str, Any]:
+    return (await ctx.bridge.run(ctx.t.campaigns.pause, name)).to_json()
+
+
+@router.post("/campaigns/{name}/resume", summary="Enable the schedules again",
+             responses=_DOCS)
+async def resume(name: str, ctx: Ctx) -> dict[str, Any]:
+    return (await ctx.bridge.run(ctx.t.campaigns.resume, name)).to_json()
+
+
+@router.post("/campaigns/{name}/cancel", summary="Delete the remaining schedules (final)",
+             responses=_DOCS)
+async def cancel(name: str, ctx: Ctx) -> dict[str, Any]:
+    return (await ctx.bridge.run(ctx.t.campaigns.cancel, name)).to_json()
+
+
+@router.post("/campaigns/{name}/recipients/{recipient_id}/cancel",
+             summary="Delete one recipient's remaining steps", responses=_DOCS)
+async def cancel_recipient(name: str, recipient_id: str, ctx: Ctx) -> dict[str, Any]:
+    removed = await ctx.bridge.run(ctx.t.campaigns.cancel_recipient, name, recipient_id)
+    return {"campaign": name, "recipient": recipient_id, "removed": removed}
+
+
+@router.post("/campaigns/{name}/fanout", summary="Fan a recipient list out into schedules",
+             responses=_DOCS)
+async def fanout(
+    name: str, request: Request, ctx: Ctx,
+    template: str, sender: Annotated[str, Query(alias="from")],
+    local_time: str | None = None, on: str | None = None,
+    next: str | None = None, at_column: str | None = None,  # noqa: A002 - the CLI's name
+    step: Annotated[list[str] | None, Query()] = None,
+    tz_column: str = "timezone", id_column: str = "id", email_column: str = "email",
+    quiet_hours: str | None = None, flexible_window: int | None = None,
+    max_error_percent: float | None = None, max_errors: int | None = None,
+    format: str | None = None,  # noqa: A002 - the CLI's name
+) -> dict[str, Any]:
+    """The body is CSV (with a header) or JSON Lines (`format`, else from Content-Type).
+    Answers the summary, with up to 20 bad rows in `error_sample`."""
+    if format is None:
+        kind = request.headers.get("content-type", "")
+        format = "jsonl" if "json" in kind else "csv"
+    if format not in ("csv", "jsonl"):
+        raise ValidationError("format", "must be csv or jsonl")
+    opts = FanoutOptions(
+        campaign=name, template=template, sender=sender,
+        steps=tuple(parse_step(s) for s in step or ()),
+        on=parse_date("on", on) if on else None, local_time=local_time, next_time=next,
+        columns=Columns(id=id_column, email=email_column, timezone=tz_column, at=at_column),
+        quiet_hours=quiet_hours, flexible_window_minutes=flexible_window,
+        max_errors=max_errors, max_error_percent=max_error_percent, format=format)
+    reader = _BodyReader()
+    feeding = asyncio.create_task(_feed(request, reader))
+    try:
+        summary = await asyncio.to_thread(ctx.t.campaigns.fanout, io.BufferedReader(reader),
+                                          opts)
+    finally:
+        if not feeding.done():
+            feeding.cancel()
+            while True:  # unblock nothing: the thread is done; drop what is buffered
+                try:
+                    reader.chunks.get_nowait()
+                except queue.Empty:
+                    break
+    return summary.to_json()
+
+
+@router.get("/forecast", summary="Planned firings per minute over a horizon")
+async def forecast(ctx: Ctx, hours: int = 48, bucket_minutes: int = 1) -> dict[str, Any]:
+    fc = await ctx.bridge.run(lambda: ctx.t.campaigns.forecast(
+        hours, bucket_minutes=bucket_minutes))
+    return fc.to_json()

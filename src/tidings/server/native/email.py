@@ -1,0 +1,201 @@
+"""Native API for email under /v1/email, and the unsubscribe pages at /unsubscribe/{token}.
+
+- templates: create, list, get, replace, delete, and a render preview;
+- send: a SES v2 SendEmail document, accepted (202) and delivered by the delivery queue;
+- deliveries: the log, newest first, by recipient or state;
+- suppressions: the account-level list.
+
+Unsubscribe (RFC 8058): mail clients POST `List-Unsubscribe=One-Click` to the URL of the
+`List-Unsubscribe` header, without cookies or redirects, and expect a 2xx. A person who
+opens the link gets a page whose button makes the same POST: a GET never unsubscribes,
+since link scanners and prefetchers follow every GET in a message.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response, status
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, Field
+
+from tidings.email.templates import RenderingError
+from tidings.errors import NotFoundError, ValidationError
+from tidings.server.errors import native_error_body
+from tidings.server.native.deps import Ctx
+from tidings.server.native.email_views import delivery_json, suppression_json, template_json
+
+router = APIRouter(prefix="/v1/email", tags=["email"])
+unsubscribe_router = APIRouter(tags=["email"])
+
+
+class TemplateIn(BaseModel):
+    name: str
+    subject: str
+    html: str | None = None
+    text: str | None = None
+
+
+class TemplateFieldsIn(BaseModel):
+    subject: str
+    html: str | None = None
+    text: str | None = None
+
+
+class RenderIn(BaseModel):
+    data: dict[str, Any] | str = Field(default_factory=dict,
+                                       description="An object, or its JSON text (TemplateData).")
+
+
+class SuppressIn(BaseModel):
+    reason: str = "MANUAL"
+
+
+# templates ---------------------------------------------------------------------------------
+
+@router.post("/templates", status_code=status.HTTP_201_CREATED)
+async def create_template(body: TemplateIn, ctx: Ctx) -> dict[str, Any]:
+    """Store a template (SES CreateEmailTemplate); 409 when the name is taken."""
+    row = await ctx.bridge.run(ctx.t.email.create_template, body.name, body.subject,
+                               body.html, body.text)
+    return template_json(row)
+
+
+@router.get("/templates")
+async def list_templates(ctx: Ctx, limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+                         next_token: str | None = None) -> dict[str, Any]:
+    rows, token = await ctx.bridge.run(ctx.t.email.list_templates, limit=limit,
+                                       next_token=next_token)
+    return {"templates": [template_json(r) for r in rows], "next_token": token}
+
+
+@router.get("/templates/{name}")
+async def get_template(name: str, ctx: Ctx) -> dict[str, Any]:
+    return template_json(await ctx.bridge.run(ctx.t.email.get_template, name))
+
+
+@router.put("/templates/{name}")
+async def update_template(name: str, body: TemplateFieldsIn, ctx: Ctx) -> dict[str, Any]:
+    """Replace every part of the template (SES UpdateEmailTemplate)."""
+    row = await ctx.bridge.run(ctx.t.email.update_template, name, body.subject, body.html,
+                               body.text)
+    return template_json(row)
+
+
+@router.delete("/templates/{name}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_template(name: str, ctx: Ctx) -> Response:
+    await ctx.bridge.run(ctx.t.email.delete_template, name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/templates/{name}/render", response_model=None)
+async def render_template(name: str, body: RenderIn, ctx: Ctx) -> dict[str, Any] | JSONResponse:
+    """Preview (SES TestRenderEmailTemplate). Missing data answers 400 RenderingFailure."""
+    try:
+        out = await ctx.bridge.run(ctx.t.email.render, name, body.data)
+    except RenderingError as exc:
+        return JSONResponse(native_error_body("RenderingFailure", exc.message), status_code=400)
+    return {"subject": out.subject, "html": out.html, "text": out.text}
+
+
+# sending and the log --------------------------------------------------------------------------
+
+@router.post("/send", status_code=status.HTTP_202_ACCEPTED)
+async def send(request: Request, ctx: Ctx) -> dict[str, Any]:
+    """Accept a SES v2 SendEmail document; the answer's `id` finds it in the log."""
+    try:
+        doc = await request.json()
+    except ValueError:
+        raise ValidationError("body", "must be a valid JSON document") from None
+    delivery = await ctx.bridge.run(ctx.t.email.send, doc)
+    return {"id": delivery.id, "message_id": delivery.message_id, "state": delivery.state.value}
+
+
+@router.get("/deliveries")
+async def list_deliveries(ctx: Ctx, recipient: str | None = None, state: str | None = None,
+                          limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+                          next_token: str | None = None) -> dict[str, Any]:
+    rows, token = await ctx.bridge.run(ctx.t.email.log, recipient=recipient, state=state,
+                                       limit=limit, next_token=next_token)
+    return {"deliveries": [delivery_json(d) for d in rows], "next_token": token}
+
+
+@router.get("/deliveries/{delivery_id}")
+async def get_delivery(delivery_id: str, ctx: Ctx) -> dict[str, Any]:
+    return delivery_json(await ctx.bridge.run(ctx.t.email.get_delivery, delivery_id))
+
+
+# suppression list --------------------------------------------------------------------------------
+
+@router.get("/suppressions")
+async def list_suppressions(ctx: Ctx, reason: str | None = None,
+                            limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+                            next_token: str | None = None) -> dict[str, Any]:
+    rows, token = await ctx.bridge.run(ctx.t.email.list_suppressions, reason=reason,
+                                       limit=limit, next_token=next_token)
+    return {"suppressions": [suppression_json(s) for s in rows], "next_token": token}
+
+
+@router.get("/suppressions/{address}")
+async def get_suppression(address: str, ctx: Ctx) -> dict[str, Any]:
+    entry = await ctx.bridge.run(ctx.t.email.suppression, address)
+    if entry is None:
+        raise NotFoundError(address, f"{address} is not on the suppression list.")
+    return suppression_json(entry)
+
+
+@router.put("/suppressions/{address}")
+async def put_suppression(address: str, body: SuppressIn, ctx: Ctx) -> dict[str, Any]:
+    """Suppress an address; an address already listed keeps its first reason."""
+    await ctx.bridge.run(ctx.t.email.suppress, address, body.reason)
+    return await get_suppression(address, ctx)
+
+
+@router.delete("/suppressions/{address}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_suppression(address: str, ctx: Ctx) -> Response:
+    if not await ctx.bridge.run(ctx.t.email.unsuppress, address):
+        raise NotFoundError(address, f"{address} is not on the suppression list.")
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+# unsubscribe ------------------------------------------------------------------------------------
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex"><title>{title}</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:32rem;margin:4rem auto;padding:0 1rem}}
+button{{font-size:1rem;padding:.6rem 1.2rem}}</style></head>
+<body><h1>{title}</h1>{body}</body></html>"""
+
+
+def _page(title: str, body: str, status_code: int = 200) -> HTMLResponse:
+    return HTMLResponse(_PAGE.format(title=html.escape(title), body=body),
+                        status_code=status_code,
+                        headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
+
+
+@unsubscribe_router.get("/unsubscribe/{token}", response_class=HTMLResponse)
+async def unsubscribe_page(token: str, ctx: Ctx) -> HTMLResponse:
+    """A confirmation page: its button POSTs back here. Viewing it changes nothing."""
+    try:
+        request = await ctx.bridge.run(ctx.t.email.check_unsubscribe, token)
+    except ValidationError:
+        return _page("Link not valid", "<p>This unsubscribe link is not valid.</p>", 400)
+    body = (f"<p>Stop sending email to <strong>{html.escape(request.address)}</strong>?</p>"
+            '<form method="post"><input type="hidden" name="List-Unsubscribe" '
+            'value="One-Click"><button type="submit">Unsubscribe</button></form>')
+    return _page("Unsubscribe", body)
+
+
+@unsubscribe_router.post("/unsubscribe/{token}", response_class=HTMLResponse)
+async def unsubscribe(token: str, ctx: Ctx) -> HTMLResponse:
+    """RFC 8058 one-click (body `List-Unsubscribe=One-Click`) or the page's button: adds
+    the address to the suppression list (reason UNSUBSCRIBE). Repeating it is harmless."""
+    try:
+        request = await ctx.bridge.run(ctx.t.email.unsubscribe, token)
+    except ValidationError:
+        return _page("Link not valid", "<p>This unsubscribe link is not valid.</p>", 400)
+    return _page("Unsubscribed", f"<p>{html.escape(request.address)} will get no more "
+                 "email from us.</p>")

@@ -1,0 +1,151 @@
+"""The email target: render, check suppression, send through the relay, log the outcome.
+
+It runs as a job of the internal delivery queue (like webhooks), so its retries follow the
+target's retry policy. Outcomes, as SES reports them:
+- every recipient suppressed → SUPPRESSED, nothing sent, no retry (suppressed recipients
+  are otherwise dropped from the envelope and the others still get the message);
+- template data missing → RENDERING_FAILURE, nothing sent, no retry (the same data would
+  fail again);
+- the relay answers 4xx, or cannot be reached → stays QUEUED with the reply, retried;
+  FAILED once the retry policy is exhausted;
+- the relay answers 5xx → BOUNCED with the reply, the refused addresses suppressed
+  (reason BOUNCE), no retry;
+- 250 after DATA → SENT with the reply.
+A delivery whose log row is already final is not sent again: a job redelivered after
+a crash between the send and its acknowledgement finds its row and stops there.
+The Message-ID derives from the delivery id, so even a duplicate is recognisable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+
+from tidings.email.batching import Batcher
+from tidings.email.mime import DkimSigner, Outgoing, message_bytes
+from tidings.email.service import EmailService, Prepared
+from tidings.email.sesv2 import parse_send_email
+from tidings.email.smtp import SmtpPermanentError, SmtpSender, SmtpTemporaryError
+from tidings.email.templates import RenderingError
+from tidings.engine.bridge import Bridge
+from tidings.errors import TemplateNotFound, TidingsError, ValidationError
+from tidings.model.email import (
+    FINAL_STATES,
+    Delivery,
+    DeliveryState,
+    EmailMessage,
+    bare_address,
+    normalise_address,
+)
+from tidings.model.schedules import Target
+from tidings.settings import Settings
+from tidings.targets.base import DeliveryError, FiringContext
+
+log = logging.getLogger("tidings.email")
+
+NO_RELAY = "no SMTP relay configured (TIDINGS_SMTP_URL)"
+
+
+class EmailDelivery:
+    def __init__(self, service: EmailService, bridge: Bridge, settings: Settings) -> None:
+        self.service = service
+        self.bridge = bridge
+        self.relay = settings.smtp_url
+        self.smtp = SmtpSender(max_connections=settings.smtp_max_connections,
+                               max_rate=settings.smtp_max_rate)
+        self._prepare: Batcher[tuple[EmailMessage, str], Prepared] = Batcher(
+            bridge, service.prepare_many)
+        self._record: Batcher[tuple[Delivery, tuple[str, ...]], bool] = Batcher(
+            bridge, service.record_many)
+        self.dkim: DkimSigner | None = None
+        if settings.dkim_key_file:
+            if not settings.dkim_selector or not settings.dkim_domain:
+                raise TidingsError("DKIM signing needs TIDINGS_DKIM_SELECTOR and "
+                                   "TIDINGS_DKIM_DOMAIN beside TIDINGS_DKIM_KEY_FILE")
+            self.dkim = DkimSigner(settings.dkim_key_file, settings.dkim_selector,
+                                   settings.dkim_domain)
+
+    async def deliver(self, target: Target, body: str, ctx: FiringContext,
+                      attempt: int) -> str:
+        try:
+            msg = parse_send_email(body)
+        except TidingsError as exc:
+            raise DeliveryError("InvalidInput", exc.message, retryable=False) from None
+        if target.options.get("unsubscribe") is False:
+            msg = replace(msg, unsubscribe=False)
+        try:
+            prep = await self._prepare.submit((msg, ctx.execution_id))
+        except (TemplateNotFound, ValidationError) as exc:
+            # the template was deleted since, or is no longer valid: permanent. A store
+            # outage is not caught here: the consumer retries the job as for any failure.
+            prep = Prepared(None, {}, None)
+            failure: TidingsError | None = exc
+        else:
+            failure = None
+        now = self.service.clock.now_ms()
+        record = Delivery(
+            id=ctx.execution_id, message_id=self.service.message_id(ctx.execution_id, msg),
+            sender=msg.from_address, recipients=msg.recipients, state=DeliveryState.QUEUED,
+            created_at=prep.existing.created_at if prep.existing else now, updated_at=now,
+            execution_id=ctx.execution_id if ctx.schedule_arn else None,
+            schedule=f"{ctx.group}/{ctx.name}" if ctx.schedule_arn else None,
+            template=msg.template, attempts=attempt)
+        if prep.existing is not None and prep.existing.state in FINAL_STATES:
+            log.info("delivery %s is already %s; not sent again", record.id,
+                     prep.existing.state)
+            return "delivered" if prep.existing.state is DeliveryState.SENT else "suppressed"
+        if failure is not None:
+            await self._final(record, DeliveryState.FAILED, failure.message)
+            raise DeliveryError(type(failure).__name__, failure.message, retryable=False)
+        recipients = [r for r in msg.recipients if normalise_address(r) not in prep.suppressed]
+        if not recipients:
+            await self._final(record, DeliveryState.SUPPRESSED,
+                              "every recipient is on the suppression list")
+            return "suppressed"
+        try:
+            rendered = self.service.render_message(msg, prep.template)
+        except RenderingError as exc:
+            await self._final(record, DeliveryState.RENDERING_FAILURE, str(exc))
+            raise DeliveryError("RenderingFailure", str(exc), retryable=False) from None
+        if not self.relay:
+            await self._final(record, DeliveryState.FAILED, NO_RELAY)
+            raise DeliveryError("NoRelay", NO_RELAY, retryable=False)
+        unsubscribe = self.service.unsubscribe_for(msg)
+        data = message_bytes(Outgoing(
+            from_address=msg.from_address, to=msg.to, cc=msg.cc, reply_to=msg.reply_to,
+            subject=rendered.subject, text=rendered.text, html=rendered.html,
+            message_id=record.message_id, date_ms=now, headers=msg.headers, tags=msg.tags,
+            unsubscribe=unsubscribe), self.dkim)
+        try:
+            result = await self.smtp.send(self.relay, bare_address(msg.from_address),
+                                          recipients, data)
+        except SmtpTemporaryError as exc:
+            await self._record.submit((replace(record, detail=str(exc)[:2000],
+                                               updated_at=self.service.clock.now_ms()), ()))
+            raise DeliveryError(f"SMTP{exc.code}" if exc.code else "SMTPConnection",
+                                str(exc)) from None
+        except SmtpPermanentError as exc:
+            await self._final(record, DeliveryState.BOUNCED, str(exc), exc.refused)
+            raise DeliveryError(f"SMTP{exc.code}", str(exc), retryable=False) from None
+        detail = result.reply
+        if result.refused:
+            detail += "; refused: " + json.dumps(result.refused)
+        await self._final(record, DeliveryState.SENT, detail[:2000],
+                          tuple(a for a, reply in result.refused.items()
+                                if reply.startswith("5")))
+        return "delivered"
+
+    async def _final(self, record: Delivery, state: DeliveryState, detail: str,
+                     bounced: tuple[str, ...] = ()) -> None:
+        # updated_at is when the outcome was known (after any wait for the relay)
+        await self._record.submit((replace(record, state=state, detail=detail[:2000],
+                                           updated_at=self.service.clock.now_ms()), bounced))
+
+    async def gave_up(self, ctx: FiringContext, failure: DeliveryError, attempts: int) -> None:
+        """The retry policy ran out: a delivery still QUEUED is FAILED for good."""
+        await self.bridge.run(self.service.mark_failed, ctx.execution_id,
+                              f"{failure.code}: {failure.message}", attempts)
+
+    async def close(self) -> None:
+        await self.smtp.close()

@@ -1,0 +1,249 @@
+"""Email schedules firing through a running node into a real SMTP relay (aiosmtpd)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from email_relay import Relay, running_relay
+
+from tidings.client import Tidings
+from tidings.engine.runtime import Node
+from tidings.model.email import DeliveryState, SuppressionReason
+from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
+from tidings.settings import Settings
+
+
+def just_now() -> str:
+    return time.strftime("at(%Y-%m-%dT%H:%M:%S)", time.gmtime())
+
+
+def tidings_for(tmp_path: Path, **settings: Any) -> Tidings:
+    return Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/e.db",
+                                     public_url="https://mail.example.test", **settings))
+
+
+def run_node(t: Tidings, until: Callable[[], bool], *, timeout: float = 30.0,
+             **settings: Any) -> None:
+    settings = {"concurrency": 4, "shutdown_grace_s": 2, **settings}
+    node = Node(t, Settings(db=t.settings.db, **settings))
+
+    async def main() -> None:
+        task = asyncio.create_task(node.run())
+        deadline = time.monotonic() + timeout
+        while not until() and not task.done() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        node.stop()
+        await task
+
+    asyncio.run(main())
+    node.bridge.close()
+
+
+def send_doc(to: list[str], template: str | None = "welcome", data: dict[str, Any] | None = None,
+             **extra: Any) -> str:
+    doc: dict[str, Any] = {"FromEmailAddress": "Tidings <news@example.com>",
+                           "Destination": {"ToAddresses": to}}
+    if template is not None:
+        doc["Content"] = {"Template": {"TemplateName": template,
+                                       "TemplateData": json.dumps(data or {})}}
+    doc.update(extra)
+    return json.dumps(doc)
+
+
+def email_target(input_doc: str, **kwargs: Any) -> Target:
+    return Target(TargetKind.EMAIL, "", input=input_doc, **kwargs)
+
+
+def states(t: Tidings) -> list[DeliveryState]:
+    return [d.state for d in t.email.log()[0]]
+
+
+def test_fired_schedule_delivers_rendered_mail(tmp_path: Path) -> None:
+    t = tidings_for(tmp_path)
+    t.email.create_template("welcome", "Grüße, {{name}}!", html="<p>Hi {{name}}</p>",
+                            text="Hi {{name}}")
+    relay = Relay()
+    with running_relay(relay) as url:
+        doc = send_doc(["Ana <ana@example.org>"], data={"name": "Ana"},
+                       ReplyToAddresses=["help@example.com"],
+                       EmailTags=[{"Name": "campaign", "Value": "spring"}])
+        extra = json.loads(doc)
+        extra["Destination"].update(CcAddresses=["cc@example.org"],
+                                    BccAddresses=["hidden@example.org"])
+        t.schedules.create(ScheduleSpec("welcome-ana", just_now(),
+                                        email_target(json.dumps(extra))))
+        run_node(t, lambda: bool(relay.received) and states(t) == [DeliveryState.SENT],
+                 smtp_url=url)
+    assert len(relay.received) == 1
+    got = relay.received[0]
+    assert got.mail_from == "news@example.com"
+    assert sorted(got.rcpt_tos) == ["ana@example.org", "cc@example.org", "hidden@example.org"]
+    raw = got.data.decode("ascii")  # every byte is 7-bit: non-ASCII is encoded
+    assert "Subject: =?utf-8?" in raw and "hidden@example.org" not in raw
+    msg = got.message
+    assert msg["Subject"] == "Grüße, Ana!"
+    assert msg["To"] == "Ana <ana@example.org>" and msg["Cc"] == "cc@example.org"
+    assert msg["Reply-To"] == "help@example.com" and msg["Bcc"] is None
+    assert msg["Date"] and msg["X-Tidings-Tag"] == "campaign=spring"
+    delivery = t.email.log()[0][0]
+    assert msg["Message-ID"] == f"<{delivery.message_id}>"
+    assert delivery.message_id.endswith("@example.com")
+    assert delivery.schedule == "default/welcome-ana" and delivery.detail.startswith("250")
+    assert msg.get_content_type() == "multipart/alternative"
+    parts = [(p.get_content_type(), p.get_content_charset(), p.get_content())
+             for p in msg.iter_parts()]
+    assert parts == [("text/plain", "utf-8", "Hi Ana"), ("text/html", "utf-8", "<p>Hi Ana</p>")]
+    unsub = msg["List-Unsubscribe"]
+    url_part, mail_part = (p.strip(" <>") for p in unsub.split(","))
+    assert url_part.startswith("https://mail.example.test/unsubscribe/")
+    token = url_part.rsplit("/", 1)[1]
+    assert mail_part == f"mailto:unsubscribe@example.com?subject={token}"
+    assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    assert t.email.check_unsubscribe(token).address == "ana@example.org"
+    t.close()
+
+
+def test_temporary_failures_are_retried_then_sent(tmp_path: Path) -> None:
+    t = tidings_for(tmp_path)
+    t.email.create_template("welcome", "Hello {{name}}", text="Hi {{name}}")
+    relay = Relay(data_replies=["451 4.3.0 try later", "451 4.3.0 try later"])
+    with running_relay(relay) as url:
+        t.schedules.create(ScheduleSpec("retry", just_now(), email_target(
+            send_doc(["bo@example.org"], data={"name": "Bo"}))))
+        run_node(t, lambda: states(t) == [DeliveryState.SENT], smtp_url=url)
+    assert relay.data_attempts == 3 and len(relay.received) == 1
+    delivery = t.email.log()[0][0]
+    assert delivery.state is DeliveryState.SENT and delivery.attempts == 3
+    assert t.email.suppression("bo@example.org") is None
+    t.close()
+
+
+def test_permanent_refusal_bounces_and_suppresses(tmp_path: Path) -> None:
+    t = tidings_for(tmp_path)
+    t.queues.create_queue("email-dlq")
+    t.email.create_template("welcome", "Hello {{name}}", text="Hi {{name}}")
+    relay = Relay(data_replies=["550 5.1.1 mailbox unavailable"] * 5)
+    with running_relay(relay) as url:
+        t.schedules.create(ScheduleSpec("bounce", just_now(), email_target(
+            send_doc(["gone@example.org"], data={"name": "X"}),
+            dead_letter_queue="email-dlq")))
+        run_node(t, lambda: t.queues.describe("email-dlq").counts.visible >= 1, smtp_url=url)
+    assert relay.data_attempts == 1  # no retry
+    delivery = t.email.log()[0][0]
+    assert delivery.state is DeliveryState.BOUNCED
+    assert "550" in (delivery.detail or "") and "mailbox unavailable" in (delivery.detail or "")
+    entry = t.email.suppression("Gone@Example.org")
+    assert entry is not None and entry.reason is SuppressionReason.BOUNCE
+    dead = t.queues.receive("email-dlq", 1, wait_s=0)[0]
+    assert dead.attributes["ERROR_CODE"].string_value == "SMTP550"
+    assert dead.attributes["EXHAUSTED_RETRY_CONDITION"].string_value == "NonRetryableError"
+    t.close()
+
+
+def test_refused_recipient_at_rcpt_bounces_only_that_address(tmp_path: Path) -> None:
+    t = tidings_for(tmp_path)
+    relay = Relay(refuse_rcpt={"nobody@example.org": "550 5.1.1 no such user"})
+    simple = {"Simple": {"Subject": {"Data": "Hi"}, "Body": {"Text": {"Data": "Hello"}}}}
+    with running_relay(relay) as url:
+        t.schedules.create(ScheduleSpec("partial", just_now(), email_target(
+            send_doc(["ok@example.org", "nobody@example.org"], template=None,
+                     Content=simple))))
+        run_node(t, lambda: states(t) == [DeliveryState.SENT], smtp_url=url)
+    assert relay.received[0].rcpt_tos == ["ok@example.org"]
+    assert "nobody@example.org" in (t.email.log()[0][0].detail or "")
+    assert t.email.suppression("nobody@example.org") is not None
+    assert t.email.suppression("ok@example.org") is None
+    t.close()
+
+
+def test_suppressed_address_receives_nothing(tmp_path: Path) -> None:
+    t = tidings_for(tmp_path)
+    t.email.create_template("welcome", "Hello {{name}}", text="Hi {{name}}")
+    assert t.email.suppress("Quiet@Example.org", "MANUAL")
+    relay = Relay()
+    with running_relay(relay) as url:
+        t.schedules.create(ScheduleSpec("quiet", just_now(), email_target(
+            send_doc(["quiet@example.org"], data={"name": "Q"}))))
+        run_node(t, lambda: states(t) == [DeliveryState.SUPPRESSED], smtp_url=url)
+    assert relay.received == [] and relay.data_attempts == 0
+    assert t.email.log(recipient="QUIET@example.org")[0][0].state is DeliveryState.SUPPRESSED
+    t.close()
+
+
+def test_missing_template_data_is_a_rendering_failure(tmp_path: Path) -> None:
+    t = tidings_for(tmp_path)
+    t.email.create_template("welcome", "Hello {{name}}", text="Your code: {{code}}")
+    relay = Relay()
+    with running_relay(relay) as url:
+        t.schedules.create(ScheduleSpec("nodata", just_now(), email_target(
+            send_doc(["x@example.org"], data={"name": "X"}),
+            retry_policy=RetryPolicy(maximum_retry_attempts=3))))
+        run_node(t, lambda: states(t) == [DeliveryState.RENDERING_FAILURE], smtp_url=url)
+        time.sleep(0.2)
+    assert relay.received == [] and relay.data_attempts == 0
+    delivery = t.email.log()[0][0]
+    assert delivery.attempts == 1 and "code" in (delivery.detail or "")
+    t.close()
+
+
+def test_template_data_is_never_rerendered_and_escaped_only_in_html(tmp_path: Path) -> None:
+    t = tidings_for(tmp_path)
+    t.email.create_template("welcome", "News for {{company}}", html="<p>{{company}}: {{note}}</p>",
+                            text="{{company}}: {{note}}")
+    relay = Relay()
+    data = {"company": "C&A", "note": "{{company}} <script>alert(1)</script>"}
+    with running_relay(relay) as url:
+        t.schedules.create(ScheduleSpec("inject", just_now(), email_target(
+            send_doc(["x@example.org"], data=data))))
+        run_node(t, lambda: bool(relay.received), smtp_url=url)
+    msg = relay.received[0].message
+    assert msg["Subject"] == "News for C&A"
+    text, html = (p.get_content() for p in msg.iter_parts())
+    assert text == "C&A: {{company}} <script>alert(1)</script>"
+    assert html == "<p>C&amp;A: {{company}} &lt;script&gt;alert(1)&lt;/script&gt;</p>"
+    t.close()
+
+
+def test_no_relay_configured_fails_clearly_without_retry(tmp_path: Path) -> None:
+    t = tidings_for(tmp_path)
+    t.email.create_template("welcome", "Hello {{name}}", text="Hi")
+    t.schedules.create(ScheduleSpec("norelay", just_now(), email_target(
+        send_doc(["x@example.org"], data={"name": "X"}))))
+    run_node(t, lambda: states(t) == [DeliveryState.FAILED])
+    delivery = t.email.log()[0][0]
+    assert delivery.detail == "no SMTP relay configured (TIDINGS_SMTP_URL)"
+    assert delivery.attempts == 1
+    t.close()
+
+
+def test_exhausted_retries_leave_the_delivery_failed(tmp_path: Path) -> None:
+    t = tidings_for(tmp_path)
+    t.email.create_template("welcome", "Hello {{name}}", text="Hi")
+    relay = Relay(data_replies=["452 4.2.2 mailbox full"] * 10)
+    with running_relay(relay) as url:
+        t.schedules.create(ScheduleSpec("full", just_now(), email_target(
+            send_doc(["full@example.org"], data={"name": "F"}),
+            retry_policy=RetryPolicy(maximum_retry_attempts=1))))
+        run_node(t, lambda: states(t) == [DeliveryState.FAILED], smtp_url=url)
+    assert relay.data_attempts == 2 and relay.received == []
+    delivery = t.email.log()[0][0]
+    assert delivery.attempts == 2 and "452" in (delivery.detail or "")
+    assert t.email.suppression("full@example.org") is None  # a 4xx is no bounce
+    t.close()
+
+
+def test_bulk_created_email_schedules_are_each_validated(tmp_path: Path) -> None:
+    t = tidings_for(tmp_path)
+    t.email.create_template("welcome", "Hello {{name}}", text="Hi")
+    specs = [ScheduleSpec(f"b{i}", just_now(), email_target(
+        send_doc(["x@example.org"], template=name, data={"name": "X"})))
+        for i, name in enumerate(["welcome", "absent", "welcome"])]
+    results = list(t.schedules.create_many(specs))
+    assert [r.error is None for r in results] == [True, False, True]
+    assert "absent" in str(results[1].error)
+    t.close()
