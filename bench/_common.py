@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 from typing import Any
+
+# `bench/email.py` carries the name its issue gives it; with this folder first on sys.path
+# (as it is for any `python bench/x.py`) it would shadow the stdlib `email` package, which
+# tidings imports. Import this module first: it moves the folder to the end.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
 
 
 def peak_rss_mb() -> float:

@@ -24,7 +24,6 @@ import tempfile
 import time
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(__file__))
 from _common import report  # noqa: E402
 
 

@@ -19,7 +19,6 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(__file__))
 from _common import peak_rss_mb, percentile, report  # noqa: E402
 
 from tidings.client import Tidings  # noqa: E402
@@ -32,6 +31,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=200_000)
     parser.add_argument("--db", default=None)
     parser.add_argument("--latency-n", type=int, default=20_000)
+    parser.add_argument("--latency-rate", type=int, default=2_000,
+                        help="messages/s sent during the latency phase (below capacity, so the"
+                             " figure is time in the queue, not time behind a backlog)")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="tidings-bench-")
     db = args.db or f"sqlite:///{tmp}/bench.db"
@@ -65,9 +67,12 @@ def main() -> None:
     total = args.latency_n
 
     def sender() -> None:
-        for _ in range(0, total, 10):
+        start = time.perf_counter()
+        for k in range(0, total, 10):
             q.send_batch(name, [OutgoingMessage("x", entry_id=str(i)) for i in range(10)])
-            time.sleep(0.002)
+            ahead = start + (k + 10) / args.latency_rate - time.perf_counter()
+            if ahead > 0:
+                time.sleep(ahead)
 
     th = threading.Thread(target=sender)
     th.start()

@@ -23,7 +23,6 @@ import tempfile
 import time
 from datetime import UTC, datetime
 
-sys.path.insert(0, os.path.dirname(__file__))
 from _common import peak_rss_mb, percentile, report  # noqa: E402
 
 from tidings.client import Tidings  # noqa: E402

@@ -4,7 +4,6 @@ running node into a real relay, and the relay limits (rate, connections)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,8 +16,8 @@ from tidings.model.schedules import ScheduleSpec
 from tidings.server.app import create_app
 
 
-def test_one_click_unsubscribe_suppresses_and_forgeries_are_refused(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_one_click_unsubscribe_suppresses_and_forgeries_are_refused(db_url: str) -> None:
+    t = tidings_for(db_url)
     token = t.email.tokens().make("Reader@Example.org", "news/weekly")
     with running_server(create_app(t)) as base, httpx.Client(base_url=base) as http:
         page = http.get(f"/unsubscribe/{token}")
@@ -42,8 +41,8 @@ def test_one_click_unsubscribe_suppresses_and_forgeries_are_refused(tmp_path: Pa
     t.close()
 
 
-def test_native_api_templates_render_send_log_and_suppressions(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_native_api_templates_render_send_log_and_suppressions(db_url: str) -> None:
+    t = tidings_for(db_url)
     relay = Relay()
     with running_relay(relay) as url, running_server(create_app(t)) as base, \
             httpx.Client(base_url=base) as http:
@@ -99,8 +98,8 @@ def test_native_api_templates_render_send_log_and_suppressions(tmp_path: Path) -
     t.close()
 
 
-def test_email_target_is_validated_when_the_schedule_is_created(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_email_target_is_validated_when_the_schedule_is_created(db_url: str) -> None:
+    t = tidings_for(db_url)
     t.email.create_template("welcome", "Hi", text="Hello")
     cases: list[tuple[str, str]] = [
         (send_doc(["x@example.org"], template="absent"), "does not exist"),
@@ -127,8 +126,8 @@ def schedule_many(t: Any, n: int) -> None:
             send_doc([f"user{i}@example.org"], data={"n": i}))))
 
 
-def test_rate_limit_spreads_a_spike(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_rate_limit_spreads_a_spike(db_url: str) -> None:
+    t = tidings_for(db_url)
     relay = Relay()
     n = 100
     with running_relay(relay) as url:
@@ -143,8 +142,8 @@ def test_rate_limit_spreads_a_spike(tmp_path: Path) -> None:
     t.close()
 
 
-def test_connection_cap_queues_instead_of_opening_more(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_connection_cap_queues_instead_of_opening_more(db_url: str) -> None:
+    t = tidings_for(db_url)
     relay = Relay(data_delay_s=0.02)
     n = 60
     with running_relay(relay) as url:

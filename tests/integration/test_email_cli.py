@@ -31,8 +31,8 @@ def ok(db: str, cwd: Path, *args: str) -> str:
     return r.stdout
 
 
-def test_templates_render_send_log_and_suppress(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path}/c.db"
+def test_templates_render_send_log_and_suppress(tmp_path: Path, db_url: str) -> None:
+    db = db_url
     (tmp_path / "t.html").write_text("<p>Hello {{name}} &amp; {{company}}</p>")
     (tmp_path / "t.txt").write_text("Hello {{name}} from {{company}}")
     ok(db, tmp_path, "email", "template", "create", "hello", "--subject", "Hi {{name}} ✓",

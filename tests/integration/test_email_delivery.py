@@ -6,7 +6,6 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from email_relay import Relay, running_relay
@@ -22,8 +21,8 @@ def just_now() -> str:
     return time.strftime("at(%Y-%m-%dT%H:%M:%S)", time.gmtime())
 
 
-def tidings_for(tmp_path: Path, **settings: Any) -> Tidings:
-    return Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/e.db",
+def tidings_for(db_url: str, **settings: Any) -> Tidings:
+    return Tidings(settings=Settings(db=db_url,
                                      public_url="https://mail.example.test", **settings))
 
 
@@ -63,8 +62,8 @@ def states(t: Tidings) -> list[DeliveryState]:
     return [d.state for d in t.email.log()[0]]
 
 
-def test_fired_schedule_delivers_rendered_mail(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_fired_schedule_delivers_rendered_mail(db_url: str) -> None:
+    t = tidings_for(db_url)
     t.email.create_template("welcome", "Grüße, {{name}}!", html="<p>Hi {{name}}</p>",
                             text="Hi {{name}}")
     relay = Relay()
@@ -108,8 +107,8 @@ def test_fired_schedule_delivers_rendered_mail(tmp_path: Path) -> None:
     t.close()
 
 
-def test_temporary_failures_are_retried_then_sent(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_temporary_failures_are_retried_then_sent(db_url: str) -> None:
+    t = tidings_for(db_url)
     t.email.create_template("welcome", "Hello {{name}}", text="Hi {{name}}")
     relay = Relay(data_replies=["451 4.3.0 try later", "451 4.3.0 try later"])
     with running_relay(relay) as url:
@@ -123,8 +122,8 @@ def test_temporary_failures_are_retried_then_sent(tmp_path: Path) -> None:
     t.close()
 
 
-def test_permanent_refusal_bounces_and_suppresses(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_permanent_refusal_bounces_and_suppresses(db_url: str) -> None:
+    t = tidings_for(db_url)
     t.queues.create_queue("email-dlq")
     t.email.create_template("welcome", "Hello {{name}}", text="Hi {{name}}")
     relay = Relay(data_replies=["550 5.1.1 mailbox unavailable"] * 5)
@@ -145,8 +144,8 @@ def test_permanent_refusal_bounces_and_suppresses(tmp_path: Path) -> None:
     t.close()
 
 
-def test_refused_recipient_at_rcpt_bounces_only_that_address(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_refused_recipient_at_rcpt_bounces_only_that_address(db_url: str) -> None:
+    t = tidings_for(db_url)
     relay = Relay(refuse_rcpt={"nobody@example.org": "550 5.1.1 no such user"})
     simple = {"Simple": {"Subject": {"Data": "Hi"}, "Body": {"Text": {"Data": "Hello"}}}}
     with running_relay(relay) as url:
@@ -161,8 +160,8 @@ def test_refused_recipient_at_rcpt_bounces_only_that_address(tmp_path: Path) -> 
     t.close()
 
 
-def test_suppressed_address_receives_nothing(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_suppressed_address_receives_nothing(db_url: str) -> None:
+    t = tidings_for(db_url)
     t.email.create_template("welcome", "Hello {{name}}", text="Hi {{name}}")
     assert t.email.suppress("Quiet@Example.org", "MANUAL")
     relay = Relay()
@@ -175,8 +174,8 @@ def test_suppressed_address_receives_nothing(tmp_path: Path) -> None:
     t.close()
 
 
-def test_missing_template_data_is_a_rendering_failure(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_missing_template_data_is_a_rendering_failure(db_url: str) -> None:
+    t = tidings_for(db_url)
     t.email.create_template("welcome", "Hello {{name}}", text="Your code: {{code}}")
     relay = Relay()
     with running_relay(relay) as url:
@@ -191,8 +190,8 @@ def test_missing_template_data_is_a_rendering_failure(tmp_path: Path) -> None:
     t.close()
 
 
-def test_template_data_is_never_rerendered_and_escaped_only_in_html(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_template_data_is_never_rerendered_and_escaped_only_in_html(db_url: str) -> None:
+    t = tidings_for(db_url)
     t.email.create_template("welcome", "News for {{company}}", html="<p>{{company}}: {{note}}</p>",
                             text="{{company}}: {{note}}")
     relay = Relay()
@@ -209,8 +208,8 @@ def test_template_data_is_never_rerendered_and_escaped_only_in_html(tmp_path: Pa
     t.close()
 
 
-def test_no_relay_configured_fails_clearly_without_retry(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_no_relay_configured_fails_clearly_without_retry(db_url: str) -> None:
+    t = tidings_for(db_url)
     t.email.create_template("welcome", "Hello {{name}}", text="Hi")
     t.schedules.create(ScheduleSpec("norelay", just_now(), email_target(
         send_doc(["x@example.org"], data={"name": "X"}))))
@@ -221,8 +220,8 @@ def test_no_relay_configured_fails_clearly_without_retry(tmp_path: Path) -> None
     t.close()
 
 
-def test_exhausted_retries_leave_the_delivery_failed(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_exhausted_retries_leave_the_delivery_failed(db_url: str) -> None:
+    t = tidings_for(db_url)
     t.email.create_template("welcome", "Hello {{name}}", text="Hi")
     relay = Relay(data_replies=["452 4.2.2 mailbox full"] * 10)
     with running_relay(relay) as url:
@@ -237,8 +236,8 @@ def test_exhausted_retries_leave_the_delivery_failed(tmp_path: Path) -> None:
     t.close()
 
 
-def test_bulk_created_email_schedules_are_each_validated(tmp_path: Path) -> None:
-    t = tidings_for(tmp_path)
+def test_bulk_created_email_schedules_are_each_validated(db_url: str) -> None:
+    t = tidings_for(db_url)
     t.email.create_template("welcome", "Hello {{name}}", text="Hi")
     specs = [ScheduleSpec(f"b{i}", just_now(), email_target(
         send_doc(["x@example.org"], template=name, data={"name": "X"})))

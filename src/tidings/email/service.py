@@ -20,7 +20,7 @@ from typing import Any
 
 from tidings.clock import Clock
 from tidings.email.mime import Unsubscribe
-from tidings.email.sesv2 import parse_send_email, send_email_document
+from tidings.email.sesv2 import RawEmailMessage, parse_send_email, send_email_document
 from tidings.email.suppression import reason_of, suppression_key
 from tidings.email.templates import (
     CompiledEmailTemplate,
@@ -232,6 +232,8 @@ class EmailService:
 
     @staticmethod
     def message_id(delivery_id: str, msg: EmailMessage) -> str:
+        if isinstance(msg, RawEmailMessage) and msg.raw_message_id:
+            return msg.raw_message_id  # the sender's own, kept: the log names what was sent
         domain = bare_address(msg.from_address).rpartition("@")[2] or "tidings.invalid"
         return f"{delivery_id}@{domain}"
 

@@ -5,17 +5,70 @@ One parser for every way in: the email schedule target's input, the SES universa
 native API and the CLI. Field names and nesting follow the SES v2 API reference
 (SendEmail): FromEmailAddress, Destination.{To,Cc,Bcc}Addresses, ReplyToAddresses,
 Content.Template.{TemplateName,TemplateData} or Content.Simple.{Subject,Body}, EmailTags,
-ListManagementOptions. Content.Raw is not supported (tidings builds the MIME itself).
+ListManagementOptions, ConfigurationSetName, and Content.Raw.{Data} (base64 of a whole MIME
+message).
+
+Content.Raw: the bytes are sent as they are (a Message-ID is added only when the message
+has none; see `RawEmailMessage`). The envelope sender is FromEmailAddress, else the
+message's From; the recipients are Destination's, else the message's To, Cc and Bcc
+headers, as SES does. The raw message travels base64-encoded inside the delivery queue's
+job, whose body is at most 1 MiB: hence `MAX_RAW_BYTES`.
+
+Content.Template.TemplateArn names the template by its ARN (`...:template/NAME`: the name
+is what counts here). Headers are accepted in Content.Simple, Content.Template and, for
+older callers, at the top. ConfigurationSetName becomes the `X-SES-CONFIGURATION-SET`
+header SES itself reads, so the sent mail records it. Inline TemplateContent and
+Attachments are refused with a message saying so.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import email.parser
+import email.policy
+import email.utils
 import json
+import re
+from dataclasses import dataclass
 from typing import Any
 
 from tidings.email.templates import parse_template_data
 from tidings.errors import ValidationError
-from tidings.model.email import EmailMessage
+from tidings.model.email import EmailMessage, check_address
+
+#: Decoded Content.Raw size limit: its base64 (4/3 of it) plus the job's envelope must fit
+#: the delivery queue's 1 MiB message limit.
+MAX_RAW_BYTES = 640 * 1024
+CONFIGURATION_SET_HEADER = "X-SES-CONFIGURATION-SET"
+_CONFIGURATION_SET = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_TEMPLATE_ARN = re.compile(r"^arn:aws[a-z-]*:ses:[a-z0-9-]*:\d*:template/(?P<name>[^/]+)$")
+_HEADER_PARSER = email.parser.BytesHeaderParser(policy=email.policy.compat32)
+
+
+@dataclass(frozen=True)
+class RawEmailMessage(EmailMessage):
+    """A message whose MIME bytes the sender wrote (SES Content.Raw). `to`, `cc` and
+    `bcc` hold the envelope recipients; nothing is rendered and no List-Unsubscribe is
+    added, since the bytes are not ours to change."""
+
+    raw: bytes = b""
+    raw_message_id: str | None = None  # the message's own Message-ID, without <>
+
+    def validated(self) -> RawEmailMessage:
+        # The address rules are EmailMessage's; only the content rules differ.
+        EmailMessage(from_address=self.from_address, to=self.to, cc=self.cc, bcc=self.bcc,
+                     subject="", text="-").validated()
+        if len(self.raw) > MAX_RAW_BYTES:
+            raise ValidationError("Content.Raw.Data",
+                                  f"the message must be at most {MAX_RAW_BYTES} bytes")
+        return self
+
+    def bytes_to_send(self, message_id: str) -> bytes:
+        """The raw bytes, with `Message-ID: <message_id>` first when they have none."""
+        if self.raw_message_id is not None:
+            return self.raw
+        return f"Message-ID: <{message_id}>\r\n".encode("ascii") + self.raw
 
 
 def _obj(doc: Any, name: str) -> dict[str, Any]:
@@ -48,22 +101,48 @@ def parse_send_email(doc: Any) -> EmailMessage:
         except ValueError as exc:
             raise ValidationError("Input", f"must be a JSON SendEmail document ({exc})") from None
     doc = _obj(doc, "Input")
+    dest = _obj(doc.get("Destination") or {}, "Destination")
+    content = _obj(doc.get("Content"), "Content")
+    if sum(k in content for k in ("Raw", "Template", "Simple")) != 1:
+        raise ValidationError("Content", "must have exactly one of Simple, Template or Raw")
+    if "Raw" in content:  # FromEmailAddress may come from the message's own From
+        return _parse_raw(doc, dest, _obj(content["Raw"], "Content.Raw"))
     sender = doc.get("FromEmailAddress")
     if not isinstance(sender, str):
         raise ValidationError("FromEmailAddress", "is required")
-    dest = _obj(doc.get("Destination") or {}, "Destination")
-    content = _obj(doc.get("Content"), "Content")
     template = subject = text = html = None
     data: dict[str, Any] = {}
-    if "Raw" in content:
-        raise ValidationError("Content.Raw", "is not supported: use Template or Simple")
-    if ("Template" in content) == ("Simple" in content):
-        raise ValidationError("Content", "must have exactly one of Template or Simple")
+    part = _obj(content["Template"] if "Template" in content else content["Simple"],
+                "Content.Template" if "Template" in content else "Content.Simple")
+    if part.get("Attachments"):
+        raise ValidationError("Content.Attachments",
+                              "are not supported: send a Raw message with its attachments")
+    headers = _headers(part.get("Headers"), "Content.Headers") + \
+        _headers(doc.get("Headers"), "Headers")
+    config_set = doc.get("ConfigurationSetName")
+    if config_set is not None:
+        if not isinstance(config_set, str) or not _CONFIGURATION_SET.match(config_set):
+            raise ValidationError("ConfigurationSetName",
+                                  "must be 1-64 letters, digits, '_' and '-'")
+        headers = [h for h in headers if h[0].lower() != CONFIGURATION_SET_HEADER.lower()]
+        headers.append((CONFIGURATION_SET_HEADER, config_set))
     if "Template" in content:
         tpl = _obj(content["Template"], "Content.Template")
+        if tpl.get("TemplateContent") is not None:
+            raise ValidationError("Content.Template.TemplateContent",
+                                  "inline templates are not supported: create the template "
+                                  "and name it")
         template = tpl.get("TemplateName")
+        arn = tpl.get("TemplateArn")
+        if template is None and isinstance(arn, str):
+            m = _TEMPLATE_ARN.match(arn)
+            if m is None:
+                raise ValidationError("Content.Template.TemplateArn",
+                                      "must be arn:aws:ses:REGION:ACCOUNT:template/NAME")
+            template = m.group("name")
         if not isinstance(template, str) or not template:
-            raise ValidationError("Content.Template.TemplateName", "is required")
+            raise ValidationError("Content.Template.TemplateName",
+                                  "is required (or TemplateArn)")
         raw = tpl.get("TemplateData", "{}")
         if isinstance(raw, dict):  # tolerated: a decoded object instead of its JSON text
             data = raw
@@ -77,20 +156,6 @@ def parse_send_email(doc: Any) -> EmailMessage:
         body = _obj(simple.get("Body") or {}, "Content.Simple.Body")
         text = _data(body.get("Text"), "Content.Simple.Body.Text")
         html = _data(body.get("Html"), "Content.Simple.Body.Html")
-    tags: list[tuple[str, str]] = []
-    for item in doc.get("EmailTags") or []:
-        item = _obj(item, "EmailTags")
-        name, value = item.get("Name"), item.get("Value", "")
-        if not isinstance(name, str) or not isinstance(value, str):
-            raise ValidationError("EmailTags", "each tag is {\"Name\": str, \"Value\": str}")
-        tags.append((name, value))
-    headers: list[tuple[str, str]] = []
-    for item in doc.get("Headers") or []:  # SES v2 Simple.Headers, accepted at the top too
-        item = _obj(item, "Headers")
-        name, value = item.get("Name"), item.get("Value")
-        if not isinstance(name, str) or not isinstance(value, str):
-            raise ValidationError("Headers", "each header is {\"Name\": str, \"Value\": str}")
-        headers.append((name, value))
     list_id = None
     lmo = doc.get("ListManagementOptions")
     if lmo is not None:
@@ -106,8 +171,80 @@ def parse_send_email(doc: Any) -> EmailMessage:
         bcc=_addresses(dest, "BccAddresses", "Destination.BccAddresses"),
         reply_to=_addresses(doc, "ReplyToAddresses", "ReplyToAddresses"),
         template=template, template_data=data, subject=subject, text=text, html=html,
-        headers=tuple(headers), tags=tuple(tags), list_id=list_id,
+        headers=tuple(headers), tags=_tags(doc), list_id=list_id,
     ).validated()
+
+
+def _headers(items: Any, name: str) -> list[tuple[str, str]]:
+    headers: list[tuple[str, str]] = []
+    if items is not None and not isinstance(items, list):
+        raise ValidationError(name, "must be a list of {\"Name\": str, \"Value\": str}")
+    for item in items or []:
+        item = _obj(item, name)
+        key, value = item.get("Name"), item.get("Value")
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise ValidationError(name, "each header is {\"Name\": str, \"Value\": str}")
+        headers.append((key, value))
+    return headers
+
+
+def _header_addresses(values: list[str], name: str) -> tuple[str, ...]:
+    found = [addr for _, addr in email.utils.getaddresses(values) if addr]
+    return tuple(check_address(name, addr) for addr in found)
+
+
+def _parse_raw(doc: dict[str, Any], dest: dict[str, Any], raw: dict[str, Any],
+               ) -> RawEmailMessage:
+    data = raw.get("Data")
+    try:
+        if not isinstance(data, str) or not data:
+            raise ValueError
+        body = base64.b64decode(data, validate=True)
+    except (ValueError, binascii.Error):
+        raise ValidationError("Content.Raw", "Data must be the base64 of a MIME message")\
+            from None
+    if len(body) > MAX_RAW_BYTES:  # before parsing a large message's headers
+        raise ValidationError("Content.Raw.Data",
+                              f"the message must be at most {MAX_RAW_BYTES} bytes")
+    head = _HEADER_PARSER.parsebytes(body)
+    if not head.keys():
+        raise ValidationError("Content.Raw.Data", "is not a MIME message: it has no headers")
+    sender = doc.get("FromEmailAddress")
+    if sender is None:
+        senders = _header_addresses([str(v) for v in head.get_all("From", [])],
+                                    "Content.Raw.Data From")
+        if not senders:
+            raise ValidationError("Content.Raw.Data",
+                                  "has no From header, and FromEmailAddress is not given")
+        sender = senders[0]
+    if not isinstance(sender, str):
+        raise ValidationError("FromEmailAddress", "must be an email address")
+    to = _addresses(dest, "ToAddresses", "Destination.ToAddresses")
+    cc = _addresses(dest, "CcAddresses", "Destination.CcAddresses")
+    bcc = _addresses(dest, "BccAddresses", "Destination.BccAddresses")
+    if not (to or cc or bcc):
+        to, cc, bcc = (_header_addresses([str(v) for v in head.get_all(h, [])],
+                                         f"Content.Raw.Data {h}") for h in ("To", "Cc", "Bcc"))
+        if not (to or cc or bcc):
+            raise ValidationError("Content.Raw.Data", "has no To, Cc or Bcc header, and "
+                                  "Destination names no recipient")
+    message_id = head.get("Message-ID")
+    return RawEmailMessage(
+        from_address=sender, to=to, cc=cc, bcc=bcc, unsubscribe=False, raw=body,
+        raw_message_id=str(message_id).strip().strip("<>") if message_id else None,
+        tags=_tags(doc),
+    ).validated()
+
+
+def _tags(doc: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    tags: list[tuple[str, str]] = []
+    for item in doc.get("EmailTags") or []:
+        item = _obj(item, "EmailTags")
+        name, value = item.get("Name"), item.get("Value", "")
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise ValidationError("EmailTags", "each tag is {\"Name\": str, \"Value\": str}")
+        tags.append((name, value))
+    return tuple(tags)
 
 
 def send_email_document(msg: EmailMessage) -> dict[str, Any]:
@@ -120,7 +257,9 @@ def send_email_document(msg: EmailMessage) -> dict[str, Any]:
         doc["Destination"]["BccAddresses"] = list(msg.bcc)
     if msg.reply_to:
         doc["ReplyToAddresses"] = list(msg.reply_to)
-    if msg.template is not None:
+    if isinstance(msg, RawEmailMessage):
+        doc["Content"] = {"Raw": {"Data": base64.b64encode(msg.raw).decode("ascii")}}
+    elif msg.template is not None:
         doc["Content"] = {"Template": {"TemplateName": msg.template,
                                        "TemplateData": json.dumps(msg.template_data)}}
     else:

@@ -218,7 +218,7 @@ class Consumer:
     async def _process(self, queue: str, msg: ReceivedMessage) -> None:
         self._held[msg.receipt_handle] = (queue, msg)
         try:
-            record = await self.bridge.run(self.queues.get_queue, queue)
+            record = await self.bridge.run(self.queues.get_queue_cached, queue)
             heartbeat = asyncio.create_task(self._heartbeat(queue, msg, record.attributes
                                                             .visibility_timeout_s))
             try:

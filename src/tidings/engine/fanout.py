@@ -129,12 +129,12 @@ def _planner(opts: FanoutOptions, steps: Sequence[Step], now: int) -> Planner:
     if opts.columns.at:
         return Planner(steps, **common)
     if opts.next_time:
-        return Planner(steps, time=parse_time("--next", opts.next_time), next_time=True,
+        return Planner(steps, time=parse_time("next_time", opts.next_time), next_time=True,
                        **common)
     if opts.on is None or opts.local_time is None:
         raise ValidationError("Timing", "--local-time and --on go together")
-    on = opts.on if isinstance(opts.on, date) else parse_date("--on", str(opts.on))
-    time_ = parse_time("--local-time", opts.local_time)
+    on = opts.on if isinstance(opts.on, date) else parse_date("on", str(opts.on))
+    time_ = parse_time("local_time", opts.local_time)
     return Planner(steps, on=on, time=time_, **common)
 
 

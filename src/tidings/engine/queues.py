@@ -273,7 +273,7 @@ class QueueService:
         dlq_id, max_rc, dlq_ret = None, None, None
         if attrs.redrive_policy is not None:
             try:
-                dlq = self.store.get_queue(attrs.redrive_policy.dead_letter_queue)
+                dlq = self.get_queue_cached(attrs.redrive_policy.dead_letter_queue)
                 dlq_id, max_rc = dlq.id, attrs.redrive_policy.max_receive_count
                 dlq_ret = dlq.attributes.retention_s * 1000
             except QueueNotFound:
@@ -309,7 +309,7 @@ class QueueService:
         check_range("MaxNumberOfMessages", max_messages, 1, 10)
         if visibility_s is not None:
             check_range("VisibilityTimeout", visibility_s, 0, MAX_VISIBILITY_S, " seconds")
-        record = self.store.get_queue(queue)
+        record = self.get_queue_cached(queue)
         wait = record.attributes.receive_wait_s if wait_s is None else wait_s
         check_range("WaitTimeSeconds", wait, 0, MAX_WAIT_S, " seconds")
         return record, max_messages, visibility_s, float(wait)
@@ -383,7 +383,7 @@ class QueueService:
     def delete_batch(self, queue: str, entries: Sequence[tuple[str, str]],
                      ) -> tuple[list[str], list[BatchFailure]]:
         validate_batch_ids([e[0] for e in entries])
-        record = self.store.get_queue(queue)
+        record = self.get_queue_cached(queue)
         ok, failures, receipts = [], [], []
         for entry_id, handle in entries:
             try:
@@ -407,7 +407,7 @@ class QueueService:
                                 ) -> tuple[list[str], list[BatchFailure]]:
         if not _single:
             validate_batch_ids([e[0] for e in entries])
-        record = self.store.get_queue(queue)
+        record = self.get_queue_cached(queue)
         now = self.clock.now_ms()
         changes, ids, failures = [], [], []
         for entry_id, handle, timeout_s in entries:

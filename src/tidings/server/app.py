@@ -21,6 +21,7 @@ from tidings.engine.bridge import Bridge
 from tidings.engine.metrics import REGISTRY
 from tidings.server.aws import mount_sqs
 from tidings.server.aws.scheduler import scheduler_routes
+from tidings.server.aws.ses import ses_routes
 from tidings.server.errors import install_native_handlers
 from tidings.server.native import campaigns, email, messages, queues, schedules
 from tidings.server.native.deps import Context
@@ -98,7 +99,8 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None,
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
 
     # Last: `POST /{account}/{queue}` (SQS query protocol) would otherwise catch `/v1/queues`
-    # and the Scheduler API's `/schedules/{Name}`, which therefore comes just before it.
+    # and the Scheduler and SES v2 APIs' paths, which therefore come just before it.
     app.router.routes.extend(scheduler_routes(t, the_bridge))
+    app.router.routes.extend(ses_routes(t, the_bridge))
     mount_sqs(app, t, the_bridge)
     return app

@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from tidings.email.template_engine import RenderingError
 from tidings.errors import (
     BatchError,
     ConflictError,
@@ -52,6 +53,8 @@ ERROR_TABLE: dict[type[object], ErrorRow] = {
     BatchError: ErrorRow(400, "BatchError", "BatchError"),  # codes come from the instance
     PurgeInProgress: ErrorRow(403, "PurgeQueueInProgress", "PurgeQueueInProgress"),
     StoreUnavailable: ErrorRow(503, "ServiceUnavailable", "ServiceUnavailable"),
+    # the data given does not fill the template: the caller's input, so a 400
+    RenderingError: ErrorRow(400, "BadRequestException", "RenderingFailure"),
     TidingsError: ErrorRow(500, "InternalFailure", "InternalFailure"),
 }
 

@@ -41,6 +41,7 @@ from tidings.store.base import (
 )
 from tidings.store.migrate import migrate_postgres
 from tidings.store.postgres_campaigns import PostgresCampaigns
+from tidings.store.postgres_email import PostgresEmail
 from tidings.store.postgres_schedules import PostgresSchedules
 from tidings.store.sqlfiles import queries
 
@@ -48,13 +49,13 @@ Q = queries("postgres")
 COUNT_SHARDS = 8
 
 
-class PostgresStore(PostgresSchedules, PostgresCampaigns):
+class PostgresStore(PostgresSchedules, PostgresEmail, PostgresCampaigns):
     def __init__(self, url: str, *, now: int, pool_size: int = 8) -> None:
         self.url = url
         self.max_concurrency = pool_size
         try:
             self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, open=True,
-                                        timeout=30.0, kwargs={"autocommit": False},
+                                        timeout=30.0, kwargs={"autocommit": True},
                                         name="tidings")
             self._pool.wait(timeout=30.0)
             with self._pool.connection() as conn:
@@ -76,12 +77,24 @@ class PostgresStore(PostgresSchedules, PostgresCampaigns):
         except TimeoutError as exc:  # no connection could be had from the pool in time
             raise StoreUnavailable("PostgreSQL is unavailable: no connection") from exc
 
+    @contextmanager
+    def _auto(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection whose statements each commit on their own: one round trip for a
+        read, or for a write that is a single statement."""
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+        except TimeoutError as exc:
+            raise StoreUnavailable("PostgreSQL is unavailable: no connection") from exc
+
     def _one(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        with self._tx() as conn:
+        with self._auto() as conn:
             return conn.execute(sql, args).fetchone()
 
     def _all(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
-        with self._tx() as conn:
+        with self._auto() as conn:
             return conn.execute(sql, args).fetchall()
 
     @staticmethod
@@ -178,8 +191,22 @@ class PostgresStore(PostgresSchedules, PostgresCampaigns):
 
     def send_messages(self, queue_id: int, messages: Sequence[NewMessage], *, fifo: bool,
                       now: int) -> list[StoredSend]:
-        with self._tx() as conn:
-            return self._write_messages(conn, queue_id, messages, fifo, now)
+        if fifo or not messages:
+            with self._tx() as conn:
+                return self._write_messages(conn, queue_id, messages, fifo, now)
+        # Standard queues: one statement (insert, count, notify) that commits on its own:
+        # one round trip and one WAL flush per send, whatever the batch size.
+        cols: list[list[Any]] = [[] for _ in range(9)]
+        for m in messages:
+            for i, value in enumerate((m.message_id, m.body, m.md5_body,
+                                       encode_attributes(m.attributes), m.md5_attributes,
+                                       m.visible_at, m.sent_at, m.expires_at, m.group_id)):
+                cols[i].append(value)
+        with self._auto() as conn:
+            conn.execute(Q["send_messages"], (queue_id, *cols, queue_id,
+                                              random.randrange(COUNT_SHARDS),
+                                              queue_channel(queue_id)))
+        return [StoredSend(m.message_id, None, False) for m in messages]
 
     def _write_messages(self, conn: psycopg.Connection[Any], queue_id: int,
                         messages: Sequence[NewMessage], fifo: bool, now: int) -> list[StoredSend]:
@@ -224,6 +251,13 @@ class PostgresStore(PostgresSchedules, PostgresCampaigns):
 
     def receive_messages(self, params: ReceiveParams) -> ReceiveOutcome:
         p = params
+        if not p.fifo and p.max_receive_count is None:
+            with self._auto() as conn:
+                rows = conn.execute(Q["receive_simple"], (
+                    p.now + p.visibility_ms, p.lease_token, p.now, p.queue_id, p.now, p.now,
+                    p.max_messages)).fetchall()
+            return ReceiveOutcome(sorted((self._stored(r, False) for r in rows),
+                                         key=lambda m: m.row_id), 0)
         leased: list[StoredMessage] = []
         dead = 0
         with self._tx() as conn:
@@ -272,14 +306,11 @@ class PostgresStore(PostgresSchedules, PostgresCampaigns):
             sequence_number=r[0] if fifo else None, source_queue_id=r[12], last_error=r[13])
 
     def delete_messages(self, queue_id: int, receipts: Sequence[Receipt]) -> list[bool]:
-        out = []
-        with self._tx() as conn:
-            for rc in receipts:
-                cur = conn.execute(Q["delete_message"], (rc.row_id, queue_id, rc.lease_token))
-                out.append(cur.rowcount > 0)
-            if any(out):
-                self._add_count(conn, queue_id, -sum(out))
-        return out
+        with self._auto() as conn:
+            gone = {r[0] for r in conn.execute(Q["delete_messages"], (
+                [rc.row_id for rc in receipts], [rc.lease_token for rc in receipts], queue_id,
+                queue_id, random.randrange(COUNT_SHARDS))).fetchall()}
+        return [rc.row_id in gone for rc in receipts]
 
     def change_visibility(self, queue_id: int, changes: Sequence[VisibilityChange],
                           now: int) -> list[bool]:

@@ -17,6 +17,8 @@ from tidings.store.sqlite_schedules import schedule_from_row
 
 Q = queries("postgres")
 SCHEDULES_CHANNEL = "schedules"
+_STAGE_TYPES = ["text", "text", "text", "text", "text", "int8", "int8", "int4", "text", "text",
+                "text", "text", "int8", "int8", "int8", "int8"]
 
 
 def _group(r: Sequence[Any]) -> ScheduleGroup:
@@ -77,6 +79,7 @@ class PostgresSchedules:
                     raise GroupNotFound(g)
             conn.execute(Q["stage_schedules"])
             with conn.cursor() as cur, cur.copy(Q["copy_schedules"]) as copy:
+                copy.set_types(_STAGE_TYPES)  # binary COPY: no text parsing server-side
                 for r in rows:
                     s = r.spec
                     target = texts.get(id(s.target)) or texts.setdefault(
@@ -86,7 +89,16 @@ class PostgresSchedules:
                         s.end_ms, s.flexible_window_minutes, target,
                         s.action_after_completion.value, s.description, s.client_token,
                         r.next_fire_at, r.due_at, now, now))
-            inserted = {(g, n) for g, n in conn.execute(Q["insert_staged_schedules"]).fetchall()}
+            # Usually every row is new: then the count says so and no names travel back.
+            # Otherwise undo and insert again, asking which rows went in.
+            conn.execute("SAVEPOINT bulk")
+            count = conn.execute(Q["insert_staged_schedules"]).rowcount
+            if count == len(rows):
+                conn.execute(Q["notify"], (SCHEDULES_CHANNEL,))
+                return [True] * len(rows)
+            conn.execute("ROLLBACK TO SAVEPOINT bulk")
+            inserted = {(g, n) for g, n in conn.execute(
+                Q["insert_staged_schedules"] + " RETURNING group_name, name").fetchall()}
             if inserted:
                 conn.execute(Q["notify"], (SCHEDULES_CHANNEL,))
         return [(r.spec.group, r.spec.name) in inserted for r in rows]

@@ -14,6 +14,9 @@ target's retry policy. Outcomes, as SES reports them:
 A delivery whose log row is already final is not sent again: a job redelivered after
 a crash between the send and its acknowledgement finds its row and stops there.
 The Message-ID derives from the delivery id, so even a duplicate is recognisable.
+A Raw message (SES Content.Raw) is sent as its sender wrote it: not rendered, no
+List-Unsubscribe; only a Message-ID is added when it has none, and a DKIM signature when
+signing is configured (both prepend a header and change nothing else).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import replace
 from tidings.email.batching import Batcher
 from tidings.email.mime import DkimSigner, Outgoing, message_bytes
 from tidings.email.service import EmailService, Prepared
-from tidings.email.sesv2 import parse_send_email
+from tidings.email.sesv2 import RawEmailMessage, parse_send_email
 from tidings.email.smtp import SmtpPermanentError, SmtpSender, SmtpTemporaryError
 from tidings.email.templates import RenderingError
 from tidings.engine.bridge import Bridge
@@ -104,19 +107,13 @@ class EmailDelivery:
                               "every recipient is on the suppression list")
             return "suppressed"
         try:
-            rendered = self.service.render_message(msg, prep.template)
+            data = self._message_bytes(msg, prep, record.message_id, now)
         except RenderingError as exc:
             await self._final(record, DeliveryState.RENDERING_FAILURE, str(exc))
             raise DeliveryError("RenderingFailure", str(exc), retryable=False) from None
         if not self.relay:
             await self._final(record, DeliveryState.FAILED, NO_RELAY)
             raise DeliveryError("NoRelay", NO_RELAY, retryable=False)
-        unsubscribe = self.service.unsubscribe_for(msg)
-        data = message_bytes(Outgoing(
-            from_address=msg.from_address, to=msg.to, cc=msg.cc, reply_to=msg.reply_to,
-            subject=rendered.subject, text=rendered.text, html=rendered.html,
-            message_id=record.message_id, date_ms=now, headers=msg.headers, tags=msg.tags,
-            unsubscribe=unsubscribe), self.dkim)
         try:
             result = await self.smtp.send(self.relay, bare_address(msg.from_address),
                                           recipients, data)
@@ -135,6 +132,19 @@ class EmailDelivery:
                           tuple(a for a, reply in result.refused.items()
                                 if reply.startswith("5")))
         return "delivered"
+
+    def _message_bytes(self, msg: EmailMessage, prep: Prepared, message_id: str,
+                       now: int) -> bytes:
+        if isinstance(msg, RawEmailMessage):
+            # the sender's bytes as they are; a DKIM signature only prepends a header
+            data = msg.bytes_to_send(message_id)
+            return self.dkim.sign(data) if self.dkim is not None else data
+        rendered = self.service.render_message(msg, prep.template)
+        return message_bytes(Outgoing(
+            from_address=msg.from_address, to=msg.to, cc=msg.cc, reply_to=msg.reply_to,
+            subject=rendered.subject, text=rendered.text, html=rendered.html,
+            message_id=message_id, date_ms=now, headers=msg.headers, tags=msg.tags,
+            unsubscribe=self.service.unsubscribe_for(msg)), self.dkim)
 
     async def _final(self, record: Delivery, state: DeliveryState, detail: str,
                      bounced: tuple[str, ...] = ()) -> None:

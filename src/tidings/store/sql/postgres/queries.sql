@@ -65,6 +65,26 @@ INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attr
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 RETURNING id;
 
+-- name: send_messages
+-- A whole send in one statement (data-modifying CTEs all run): the rows, the counter and
+-- the wake-up. Binary parameters: the arrays travel with no text escaping of the bodies.
+WITH sent AS (
+    INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
+                          visible_at, sent_at, expires_at, group_id)
+    SELECT %b, m.message_id, m.body, m.md5_body, m.attributes, m.md5_attributes,
+           m.visible_at, m.sent_at, m.expires_at, m.group_id
+    FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[],
+                %b::bigint[], %b::bigint[], %b::text[])
+         AS m(message_id, body, md5_body, attributes, md5_attributes, visible_at, sent_at,
+              expires_at, group_id)
+    RETURNING 1
+), counted AS (
+    INSERT INTO queue_counts (queue_id, shard, n)
+    SELECT %b, %b, COUNT(*) FROM sent
+    ON CONFLICT (queue_id, shard) DO UPDATE SET n = queue_counts.n + excluded.n
+)
+SELECT pg_notify('tidings', %b);
+
 -- name: copy_messages
 COPY messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
                visible_at, sent_at, expires_at, group_id, deduplication_id) FROM STDIN;
@@ -110,6 +130,33 @@ WHERE id = ANY(%s);
 
 -- name: delete_message
 DELETE FROM messages WHERE id = %s AND queue_id = %s AND lease_token = %s;
+
+-- name: delete_messages
+-- Delete by receipts and adjust the counter in one statement; RETURNING says which went.
+WITH gone AS (
+    DELETE FROM messages AS m
+    USING unnest(%b::bigint[], %b::bigint[]) AS r(id, token)
+    WHERE m.id = r.id AND m.queue_id = %b AND m.lease_token = r.token
+    RETURNING m.id
+), counted AS (
+    INSERT INTO queue_counts (queue_id, shard, n)
+    SELECT %b, %b, -COUNT(*) FROM gone HAVING COUNT(*) > 0
+    ON CONFLICT (queue_id, shard) DO UPDATE SET n = queue_counts.n + excluded.n
+)
+SELECT id FROM gone;
+
+-- name: receive_simple
+-- The receive of a standard queue without a redrive policy: one statement.
+UPDATE messages
+SET visible_at = %b, lease_token = %b, receive_count = receive_count + 1,
+    first_received_at = COALESCE(first_received_at, %b)
+WHERE id IN (SELECT id FROM messages
+             WHERE queue_id = %b AND visible_at <= %b AND expires_at > %b
+             ORDER BY visible_at LIMIT %b
+             FOR UPDATE SKIP LOCKED)
+RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
+          receive_count, first_received_at, sent_at, group_id, deduplication_id,
+          source_queue_id, last_error;
 
 -- name: change_visibility
 UPDATE messages SET visible_at = %s, last_error = COALESCE(%s, last_error)
@@ -205,7 +252,7 @@ CREATE TEMP TABLE IF NOT EXISTS schedules_in (
 ) ON COMMIT DELETE ROWS;
 
 -- name: copy_schedules
-COPY schedules_in FROM STDIN;
+COPY schedules_in FROM STDIN (FORMAT BINARY);
 
 -- name: insert_staged_schedules
 INSERT INTO schedules (group_name, name, state, expression, timezone, start_at, end_at,
@@ -215,8 +262,7 @@ SELECT group_name, name, state, expression, timezone, start_at, end_at, flex_min
        action_after_completion, description, client_token, next_fire_at, due_at, created_at,
        modified_at
 FROM schedules_in
-ON CONFLICT (group_name, name) DO NOTHING
-RETURNING group_name, name;
+ON CONFLICT (group_name, name) DO NOTHING;
 
 -- name: schedule_columns
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
@@ -325,3 +371,62 @@ WHERE due_at >= %s AND due_at < %s GROUP BY 1, 2;
 -- name: firings_by_occurrence
 SELECT next_fire_at / %s, target::json ->> 'kind', COUNT(*) FROM schedules
 WHERE due_at IS NOT NULL AND next_fire_at >= %s AND next_fire_at < %s GROUP BY 1, 2;
+
+-- ---------------------------------------------------------------------------------------
+-- email (store/postgres_email.py)
+
+-- name: insert_template
+INSERT INTO email_templates (name, subject, html, text, created_at, modified_at)
+VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING;
+
+-- name: update_template
+UPDATE email_templates SET subject = %s, html = %s, text = %s, modified_at = %s WHERE name = %s;
+
+-- name: template_columns
+SELECT name, subject, html, text, created_at, modified_at FROM email_templates;
+
+-- name: delete_template
+DELETE FROM email_templates WHERE name = %s;
+
+-- name: put_suppressions
+-- The first reason stays: re-adding an address keeps when and why it was first suppressed.
+INSERT INTO suppressions (address, reason, created_at)
+SELECT a, %s, %s FROM unnest(%s::text[]) AS a
+ON CONFLICT (address) DO NOTHING;
+
+-- name: delete_suppression
+DELETE FROM suppressions WHERE address = %s;
+
+-- name: suppression_columns
+SELECT address, reason, created_at FROM suppressions;
+
+-- name: insert_delivery
+INSERT INTO email_deliveries (id, message_id, execution_id, schedule, template, sender,
+                              recipients, state, detail, attempts, created_at, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (id) DO NOTHING
+RETURNING seq;
+
+-- name: insert_delivery_recipients
+INSERT INTO email_delivery_recipients (address, delivery_seq)
+SELECT a, %s FROM unnest(%s::text[]) AS a
+ON CONFLICT DO NOTHING;
+
+-- name: update_delivery
+-- Compare-and-set: only a QUEUED delivery changes (final states are final).
+UPDATE email_deliveries SET state = %s, detail = %s, attempts = GREATEST(attempts, %s),
+    updated_at = %s
+WHERE id = %s AND state = 'QUEUED';
+
+-- name: delivery_columns
+SELECT d.seq, d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
+       d.recipients, d.state, d.detail, d.attempts, d.created_at, d.updated_at
+FROM email_deliveries d;
+
+-- name: suppressed_among
+SELECT address, reason, created_at FROM suppressions WHERE address = ANY(%s);
+
+-- name: deliveries_by_id
+SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
+       detail, attempts, created_at, updated_at
+FROM email_deliveries WHERE id = ANY(%s);

@@ -1,0 +1,301 @@
+"""The Amazon SES v2 wire API (REST-JSON), the subset tidings serves, for the SDKs and CLI.
+
+Paths, methods and error names are those of botocore's `sesv2/2019-09-27` model:
+templates (`/v2/email/templates[/{TemplateName}[/render]]`), sending
+(`/v2/email/outbound-emails`, `/v2/email/outbound-bulk-emails`) and the account
+suppression list (`/v2/email/suppression/addresses[/{EmailAddress}]`). Plain Starlette
+routes, like the Scheduler API: the bodies are SES's shapes (`ses_shapes.py`), every store
+call goes through the bridge, and sends go through `t.email.send`, so they are logged and
+delivered by the node with retries. A send's MessageId is its delivery id
+(`GET /v1/email/deliveries/{id}`, `tidings email log`).
+
+As in SES, a send is accepted before delivery: a message whose recipients are all
+suppressed still gets a MessageId and is dropped (logged SUPPRESSED); one with some
+suppressed recipients goes to the others. A template rendering failure found at delivery
+is logged RENDERING_FAILURE, as SES reports it as an event rather than an error.
+
+Errors are REST-JSON's: the status, `x-amzn-ErrorType` (what the SDKs read the code from)
+and `{"message": ...}`. NotFoundException (404), AlreadyExistsException (400),
+BadRequestException (400: validation and rendering failures), MessageRejected (400: a
+Content.Raw message tidings cannot send, e.g. too large or without recipients),
+InvalidNextTokenException (400, ListSuppressedDestinations). Requests are checked with
+SigV4 (service `ses`, what the SDKs sign sesv2 calls with) whenever access keys are set.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tidings.client import Tidings
+from tidings.email.service import check_template_name
+from tidings.email.suppression import reason_of
+from tidings.engine.bridge import Bridge
+from tidings.errors import NotFoundError, StoreUnavailable, TidingsError, ValidationError
+from tidings.model.email import SuppressionReason
+from tidings.model.queues import check_range
+from tidings.server.aws.auth import Authenticator, load_keys
+from tidings.server.aws.scheduler_shapes import parse_body
+from tidings.server.aws.ses_shapes import (
+    bulk_messages,
+    page_suppressions,
+    reasons_in,
+    rendered_mime,
+    seconds,
+    suppression_out,
+    template_in,
+    template_out,
+    time_in,
+)
+from tidings.server.aws.sigv4 import SigV4Error
+from tidings.server.errors import error_info
+
+log = logging.getLogger("tidings.ses")
+
+Doc = dict[str, Any]
+Operation = Callable[[Request, Doc], Awaitable[Doc]]
+
+MAX_REQUEST_BYTES = 2 * 1024 * 1024  # a Raw message (640 KiB) in base64, with room to spare
+
+#: SES v2's error names, by the status the error table gives a tidings error. SES answers
+#: 400 for "already exists", where the table says 409.
+_CODES = {400: (400, "BadRequestException"), 403: (400, "BadRequestException"),
+          404: (404, "NotFoundException"), 409: (400, "AlreadyExistsException"),
+          429: (429, "TooManyRequestsException"), 503: (503, "ServiceUnavailable")}
+
+
+class SesError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _aws_error(exc: TidingsError) -> SesError:
+    status, _code, message = error_info(exc)
+    if isinstance(exc, ValidationError) and exc.field.startswith("Content.Raw"):
+        return SesError(400, "MessageRejected", message)
+    status, code = _CODES.get(status, (500, "InternalFailure"))
+    return SesError(status, code, message)
+
+
+class SesApi:
+    """The SES v2 operations over one `Tidings`."""
+
+    def __init__(self, t: Tidings, bridge: Bridge) -> None:
+        self.t = t
+        self.email = t.email
+        self.bridge = bridge
+        self.auth = Authenticator(load_keys(t.settings), t.clock, service="ses")
+
+    def routes(self) -> list[Route]:
+        templates, suppressed = "/v2/email/templates", "/v2/email/suppression/addresses"
+        table: list[tuple[str, str, Operation]] = [
+            (templates, "POST", self.create_template),
+            (templates, "GET", self.list_templates),
+            (templates + "/{TemplateName}", "GET", self.get_template),
+            (templates + "/{TemplateName}", "PUT", self.update_template),
+            (templates + "/{TemplateName}", "DELETE", self.delete_template),
+            (templates + "/{TemplateName}/render", "POST", self.test_render),
+            ("/v2/email/outbound-emails", "POST", self.send_email),
+            ("/v2/email/outbound-bulk-emails", "POST", self.send_bulk_email),
+            (suppressed, "PUT", self.put_suppressed),
+            (suppressed, "GET", self.list_suppressed),
+            (suppressed + "/{EmailAddress}", "GET", self.get_suppressed),
+            (suppressed + "/{EmailAddress}", "DELETE", self.delete_suppressed),
+        ]
+        return [Route(path, self._endpoint(op), methods=[method]) for path, method, op in table]
+
+    def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            request_id = str(uuid.uuid4())
+            try:
+                body = await _read_body(request)
+                self.auth.check(request.scope, body)
+                result = await op(request, parse_body(body))
+            except SigV4Error as exc:
+                return _json(exc.status, {"message": exc.message}, request_id, exc.json_code)
+            except SesError as exc:
+                return _json(exc.status, {"message": exc.message}, request_id, exc.code)
+            except TidingsError as exc:
+                err = _aws_error(exc)
+                return _json(err.status, {"message": err.message}, request_id, err.code)
+            except Exception:
+                log.exception("SES %s %s failed", request.method, request.url.path)
+                return _json(500, {"message": "Unexpected error while processing the request."},
+                             request_id, "InternalFailure")
+            return _json(200, result, request_id)
+        return endpoint
+
+    # templates --------------------------------------------------------------------------------
+
+    async def create_template(self, _request: Request, body: Doc) -> Doc:
+        # Tags are accepted and not kept: tidings templates carry none.
+        name = body.get("TemplateName")
+        if not isinstance(name, str):
+            raise ValidationError("TemplateName", "is required")
+        check_template_name(name)
+        subject, html, text = template_in(body)
+        await self.bridge.run(self.email.create_template, name, subject, html, text)
+        return {}
+
+    async def get_template(self, request: Request, _body: Doc) -> Doc:
+        row = await self.bridge.run(self.email.get_template, request.path_params["TemplateName"])
+        return template_out(row)
+
+    async def update_template(self, request: Request, body: Doc) -> Doc:
+        subject, html, text = template_in(body)
+        await self.bridge.run(self.email.update_template, request.path_params["TemplateName"],
+                              subject, html, text)
+        return {}
+
+    async def delete_template(self, request: Request, _body: Doc) -> Doc:
+        await self.bridge.run(self.email.delete_template, request.path_params["TemplateName"])
+        return {}
+
+    async def list_templates(self, request: Request, _body: Doc) -> Doc:
+        q = request.query_params
+        limit = _page_size(q.get("PageSize"), 100)
+        rows, token = await self.bridge.run(self.email.list_templates, limit=limit,
+                                            next_token=q.get("NextToken") or None)
+        out: Doc = {"TemplatesMetadata": [
+            {"TemplateName": r.name, "CreatedTimestamp": seconds(r.created_at)} for r in rows]}
+        if token:
+            out["NextToken"] = token
+        return out
+
+    async def test_render(self, request: Request, body: Doc) -> Doc:
+        data = body.get("TemplateData")
+        if not isinstance(data, str):
+            raise ValidationError("TemplateData", "is required: a JSON object in a string")
+        rendered = await self.bridge.run(self.email.render,
+                                         request.path_params["TemplateName"], data)
+        message_id = f"{uuid.uuid4()}@tidings.invalid"
+        return {"RenderedTemplate": rendered_mime(rendered, self.t.clock.now_ms(), message_id)}
+
+    # sending --------------------------------------------------------------------------------
+
+    async def send_email(self, _request: Request, body: Doc) -> Doc:
+        # ConfigurationSetName travels as the X-SES-CONFIGURATION-SET header (sesv2.py);
+        # ListManagementOptions sets the List-Unsubscribe scope. Identity ARNs, feedback
+        # addresses, tenants and tracking overrides are accepted and have no effect here.
+        delivery = await self.bridge.run(self.email.send, body)
+        return {"MessageId": delivery.id}
+
+    async def send_bulk_email(self, _request: Request, body: Doc) -> Doc:
+        template, items = bulk_messages(body)
+
+        def send_all() -> list[Doc]:
+            self.email.compiled(template)  # a missing template fails the whole request
+            results: list[Doc] = []
+            for item in items:
+                if isinstance(item, ValidationError):
+                    results.append({"Status": "INVALID_PARAMETER", "Error": item.message})
+                    continue
+                try:
+                    delivery = self.email.send(item)
+                except StoreUnavailable as exc:
+                    results.append({"Status": "TRANSIENT_FAILURE", "Error": exc.message})
+                except TidingsError as exc:
+                    results.append({"Status": "FAILED", "Error": exc.message})
+                else:
+                    results.append({"Status": "SUCCESS", "MessageId": delivery.id})
+            return results
+
+        return {"BulkEmailEntryResults": await self.bridge.run(send_all)}
+
+    # the suppression list ---------------------------------------------------------------------
+
+    async def put_suppressed(self, _request: Request, body: Doc) -> Doc:
+        address, raw_reason = body.get("EmailAddress"), body.get("Reason")
+        if not isinstance(address, str):
+            raise ValidationError("EmailAddress", "is required")
+        if not isinstance(raw_reason, str):
+            raise ValidationError("Reason", "is required: BOUNCE or COMPLAINT "
+                                  "(tidings also takes UNSUBSCRIBE and MANUAL)")
+        reason = reason_of(raw_reason)
+
+        def put() -> None:
+            # A put sets the reason, as in SES; the same reason again changes nothing.
+            current = self.email.suppression(address)
+            if current is not None and current.reason is reason:
+                return
+            if current is not None:
+                self.email.unsuppress(address)
+            self.email.suppress(address, reason)
+
+        await self.bridge.run(put)
+        return {}
+
+    async def get_suppressed(self, request: Request, _body: Doc) -> Doc:
+        address = request.path_params["EmailAddress"]
+        row = await self.bridge.run(self.email.suppression, address)
+        if row is None:
+            raise _not_listed(address)
+        return {"SuppressedDestination": suppression_out(row)}
+
+    async def delete_suppressed(self, request: Request, _body: Doc) -> Doc:
+        address = request.path_params["EmailAddress"]
+        if not await self.bridge.run(self.email.unsuppress, address):
+            raise _not_listed(address)
+        return {}
+
+    async def list_suppressed(self, request: Request, _body: Doc) -> Doc:
+        q = request.query_params
+        reasons: frozenset[SuppressionReason] | None = reasons_in(q.getlist("Reason"))
+        start, end = time_in("StartDate", q.get("StartDate")), time_in("EndDate", q.get("EndDate"))
+        limit = _page_size(q.get("PageSize"), 1000)
+        try:
+            rows, token = await self.bridge.run(page_suppressions, self.email, reasons, start,
+                                                end, limit, q.get("NextToken") or None)
+        except ValidationError as exc:
+            if exc.field == "NextToken":
+                raise SesError(400, "InvalidNextTokenException", exc.message) from None
+            raise
+        out: Doc = {"SuppressedDestinationSummaries": [suppression_out(r) for r in rows]}
+        if token:
+            out["NextToken"] = token
+        return out
+
+
+def _json(status: int, doc: Doc, request_id: str, code: str | None = None) -> Response:
+    headers = {"x-amzn-RequestId": request_id}
+    if code is not None:
+        headers["x-amzn-ErrorType"] = code
+    return Response(json.dumps(doc, separators=(",", ":")).encode(), status_code=status,
+                    headers=headers, media_type="application/json")
+
+
+async def _read_body(request: Request) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_REQUEST_BYTES:
+            raise SesError(413, "MessageRejected",
+                           f"The request is longer than {MAX_REQUEST_BYTES} bytes.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _page_size(raw: str | None, most: int) -> int:
+    return 100 if raw is None else check_range("PageSize", raw, 1, most)
+
+
+def _not_listed(address: str) -> NotFoundError:
+    return NotFoundError(address, f"Email address {address} does not exist on your "
+                                  "suppression list.")
+
+
+def ses_routes(t: Tidings, bridge: Bridge) -> list[Route]:
+    """The SES v2 API's routes. Mount them before the SQS routes, whose catch-all paths
+    would otherwise take `/v2/email/...`."""
+    return SesApi(t, bridge).routes()
