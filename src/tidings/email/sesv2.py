@@ -101,15 +101,17 @@ def parse_send_email(doc: Any) -> EmailMessage:
         except ValueError as exc:
             raise ValidationError("Input", f"must be a JSON SendEmail document ({exc})") from None
     doc = _obj(doc, "Input")
+    sender = doc.get("FromEmailAddress")
+    raw = isinstance(doc.get("Content"), dict) and "Raw" in doc["Content"]
+    if not isinstance(sender, str) and not raw:  # Raw: the message's own From will do
+        raise ValidationError("FromEmailAddress", "is required")
     dest = _obj(doc.get("Destination") or {}, "Destination")
     content = _obj(doc.get("Content"), "Content")
     if sum(k in content for k in ("Raw", "Template", "Simple")) != 1:
         raise ValidationError("Content", "must have exactly one of Simple, Template or Raw")
-    if "Raw" in content:  # FromEmailAddress may come from the message's own From
+    if raw:
         return _parse_raw(doc, dest, _obj(content["Raw"], "Content.Raw"))
-    sender = doc.get("FromEmailAddress")
-    if not isinstance(sender, str):
-        raise ValidationError("FromEmailAddress", "is required")
+    assert isinstance(sender, str)
     template = subject = text = html = None
     data: dict[str, Any] = {}
     part = _obj(content["Template"] if "Template" in content else content["Simple"],
@@ -143,11 +145,11 @@ def parse_send_email(doc: Any) -> EmailMessage:
         if not isinstance(template, str) or not template:
             raise ValidationError("Content.Template.TemplateName",
                                   "is required (or TemplateArn)")
-        raw = tpl.get("TemplateData", "{}")
-        if isinstance(raw, dict):  # tolerated: a decoded object instead of its JSON text
-            data = raw
-        elif isinstance(raw, str):
-            data = parse_template_data(raw)
+        given = tpl.get("TemplateData", "{}")
+        if isinstance(given, dict):  # tolerated: a decoded object instead of its JSON text
+            data = given
+        elif isinstance(given, str):
+            data = parse_template_data(given)
         else:
             raise ValidationError("Content.Template.TemplateData", "must be a JSON string")
     else:

@@ -147,9 +147,20 @@ def serve(settings: Settings) -> None:
     asgi = create_app(t, bridge=node.bridge, lifespan=node.lifespan)
     log.info("tidings serving %s on http://%s:%d%s", t.store.url, settings.host, settings.port,
              f" with app {settings.app}" if settings.app else "")
+    from tidings.server.aws.auth import load_keys
+
+    keys = load_keys(settings)
+    if keys:
+        log.info("AWS APIs: Signature Version 4 required (%d access key(s) configured)",
+                 len(keys))
+    else:
+        log.warning("AWS APIs: no access keys configured (TIDINGS_AWS_KEYS or "
+                    "TIDINGS_AWS_KEYS_FILE), so any signature is accepted%s",
+                    "; listening on loopback only" if is_loopback(settings.host) else "")
     if not is_loopback(settings.host):
-        log.warning("listening on %s, beyond loopback: anyone who can reach it can use it",
-                    settings.host)
+        log.warning("listening on %s, beyond loopback: anyone who can reach it can use the"
+                    " native API%s", settings.host,
+                    "" if keys else " and the AWS APIs")
     config = uvicorn.Config(asgi, host=settings.host, port=settings.port,
                             log_level=settings.log_level, lifespan="on",
                             timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5)
