@@ -338,8 +338,8 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
     rows = read_rows(stream, opts.format, opts.columns)
     # Pipelined as create_many is: the store writes one chunk in its own thread (both
     # drivers release the GIL while the database works) while the next one is built here.
-    # Each chunk goes in due order: the due index then takes it in a few page-local runs
-    # instead of one random page per row (which dominated once it outgrew the cache).
+    # Each chunk goes in due order, so the due index takes it in page-local runs rather
+    # than one random page per row.
     with ThreadPoolExecutor(1, thread_name_prefix="tidings-fanout") as writer:
         pending: Future[list[bool]] | None = None
         batch: list[NewSchedule] = []
@@ -378,7 +378,7 @@ def _check_documents(service: ScheduleService, batch: Sequence[NewSchedule],
     """The first document of each template goes through the full email-target check (the
     SendEmail parser, the template's existence): the others share its shape."""
     for row in batch:
-        template = row.spec.description or ""
-        if template not in checked:
+        step = row.spec.description or ""  # one description per step, so per template
+        if step not in checked:
             check_email_target(service.store, row.spec.target)
-            checked.add(template)
+            checked.add(step)
