@@ -3,14 +3,16 @@
 Rules (documented for users in docs/campaigns.md):
 - The schedules go into the schedule group named after the campaign, as one-shot `at()`
   schedules with ActionAfterCompletion=DELETE, named `{step}-{recipient}` (see
-  `model/campaigns.py`). Rows go to the store's bulk insert (`insert_schedules`, the path
-  `create_many` uses), which skips names that exist: a re-run after a crash or Ctrl-C
-  creates only what is missing. Fan-out builds the rows itself rather than through
-  `create_many`: every field is valid by construction (names from a checked step name and
-  a sanitised id, one checked group, window and document shape), the email document is
-  checked against the SendEmail parser and the template once per template rather than
-  once per recipient, and the instant is the one `at()` gives (`fanout_timing.py`), with
-  the same flexible offset (`flex_offset_ms`). That keeps a row at a few microseconds.
+  `model/campaigns.py`). Rows go to the store's bulk path (`insert_schedule_rows`, beside
+  the `insert_schedules` that `create_many` uses), which skips names that exist: a re-run
+  after a crash or Ctrl-C creates only what is missing. Fan-out builds the rows itself
+  rather than through `create_many`: every field is valid by construction (names from a
+  checked step name and a sanitised id, one checked group, window and document shape), the
+  email document is checked against the SendEmail parser and the template once per
+  template rather than once per recipient, and the instant is the one `at()` gives
+  (`fanout_timing.py`), with the same flexible offset (`flex_offset_ms`). Rows are plain
+  tuples with the target's JSON written around each document, which keeps a row at a few
+  microseconds.
 - A step whose time is less than `PAST_MARGIN_MS` away is not created (`skipped_past`):
   a self-deleting schedule that already fired no longer exists, so creating it again on a
   re-run would send the same email twice.
@@ -55,10 +57,15 @@ from tidings.model.schedules import (
     ScheduleState,
     Target,
     TargetKind,
+    target_text,
 )
-from tidings.store.base import NewSchedule
+from tidings.store.base import ScheduleRow, Store
 
 PAST_MARGIN_MS = 2_000
+# The stored form of an email target is '{"destination":"","input":<doc>,"kind":"email"}'
+# (`target_text`, keys sorted): each row's is written around its own document.
+TARGET_HEAD = '{"destination":"","input":'
+TARGET_TAIL = ',"kind":"email"}'
 PERCENT_MIN_ROWS = 100
 ERROR_SAMPLE = 20
 
@@ -138,15 +145,6 @@ def _planner(opts: FanoutOptions, steps: Sequence[Step], now: int) -> Planner:
     return Planner(steps, on=on, time=time_, **common)
 
 
-class _DocumentTarget(Target):
-    """An email target whose stored form is written without the generic `to_json` walk
-    (retry policy comparison, optional fields): the store serialises one per recipient.
-    `to_json` returns exactly what `Target.to_json` would for a default email target."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": "email", "destination": "", "input": self.input}
-
-
 class _Run:
     """One fan-out run: turns rows into the store's schedule rows."""
 
@@ -158,21 +156,16 @@ class _Run:
         self.planner = planner
         self.errors = errors
         self.s = summary
-        # Shared parts: every spec and target is a copy of one validated prototype with a
-        # few fields set (a frozen dataclass's __init__ costs more than the rest of a row).
-        proto_target = Target(TargetKind.EMAIL, "", input="{}")
-        if proto_target.to_json() != {"kind": "email", "destination": "", "input": "{}"}:
-            raise AssertionError("Target.to_json changed: update _DocumentTarget")
-        self._target_fields = dict(proto_target.__dict__)
-        self._spec_fields = []
-        for step in steps:
-            proto = ScheduleSpec(
-                name="x", expression="at(2000-01-01T00:00:00)", target=proto_target,
-                group=opts.campaign, flexible_window_minutes=opts.flexible_window_minutes,
-                action_after_completion=ActionAfterCompletion.DELETE,
-                state=ScheduleState.ENABLED,
-                description=f"campaign {opts.campaign}, step {step.name}").validated()
-            self._spec_fields.append((step.name + "-", dict(proto.__dict__)))
+        # Every row is valid by construction: the parts shared by a step are made once.
+        for step in steps:  # the same checks a ScheduleSpec makes, once per step
+            ScheduleSpec(name=step.name + "-x", expression="at(2000-01-01T00:00:00)",
+                         target=Target(TargetKind.EMAIL, "", input="{}"), group=opts.campaign,
+                         flexible_window_minutes=opts.flexible_window_minutes).validated()
+        probe = target_text(Target(TargetKind.EMAIL, "", input="\u0000"))
+        if not (probe.startswith(TARGET_HEAD) and probe.endswith(TARGET_TAIL)):
+            raise AssertionError("the stored form of Target changed: update TARGET_HEAD/TAIL")
+        self._prefix = [step.name + "-" for step in steps]
+        self._description = [f"campaign {opts.campaign}, step {step.name}" for step in steps]
         self._step_tpl = [step.template or opts.template for step in steps]
         self._head = ('{"FromEmailAddress":' + json.dumps(opts.sender)
                       + ',"Destination":{"ToAddresses":[')
@@ -205,14 +198,10 @@ class _Run:
             self.s.stopped = True
             self.s.stop_reason = reason
 
-    def _target(self, text: str) -> Target:
-        target = object.__new__(_DocumentTarget)
-        d = target.__dict__
-        d.update(self._target_fields)
-        d["input"] = text
-        return target
-
-    def schedules(self, rows: Iterator[Any]) -> Iterator[NewSchedule]:
+    def schedules(self, rows: Iterator[Any]) -> Iterator[ScheduleRow]:
+        """The store rows of the campaign's schedules, built as tuples in the store's column
+        order: no object per schedule (a dataclass costs more than the rest of a row), and
+        the target's JSON written by concatenation around each recipient's document."""
         s = self.s
         planner = self.planner
         at_column = self.opts.columns.at
@@ -220,10 +209,11 @@ class _Run:
         now_ms = self.service.clock.now_ms
         limit = now_ms() + PAST_MARGIN_MS
         numbered = list(enumerate(self._step_tpl))
-        new = object.__new__
-        head, middle, spec_fields = self._head, self._middle, self._spec_fields
+        head, middle = self._head, self._middle
         group = self.opts.campaign
-        window_ms = (self.opts.flexible_window_minutes or 0) * 60_000
+        flex = self.opts.flexible_window_minutes
+        window_ms = (flex or 0) * 60_000
+        enabled, delete = ScheduleState.ENABLED.value, ActionAfterCompletion.DELETE.value
         for row in rows:
             if self.stop:
                 break
@@ -252,8 +242,9 @@ class _Run:
             key = recipient_key(rid)
             email_text = head + dumps(email) + "]},"
             data_text = dumps(dumps(data)) + "}}}"
-            targets: dict[str, Target] = {}
-            out: list[NewSchedule] = []
+            targets: dict[str, str] = {}
+            out: list[ScheduleRow] = []
+            created = now_ms()
             for i, tpl in numbered:
                 expression, tz, instant = plan[i]
                 if instant < limit:
@@ -267,24 +258,15 @@ class _Run:
                         self.error(n, rid, "the email document is longer than "
                                    f"{MAX_INPUT_CHARS} characters")
                         break
-                    target = targets[tpl] = self._target(text)
-                prefix, fields = spec_fields[i]
-                spec = new(ScheduleSpec)
-                d = spec.__dict__
-                d.update(fields)
-                d["name"] = name = prefix + key
-                d["expression"] = expression
-                d["timezone"] = tz
-                d["target"] = target
-                row_ = new(NewSchedule)
-                r = row_.__dict__
-                r["spec"] = spec
-                r["next_fire_at"] = instant
+                    target = targets[tpl] = TARGET_HEAD + dumps(text) + TARGET_TAIL
+                name = self._prefix[i] + key
                 # flex_offset_ms, inlined (the same hash: tests check they agree)
-                r["due_at"] = instant + (int.from_bytes(blake2b(
+                due = instant + (int.from_bytes(blake2b(
                     f"{group}/{name}/{instant}".encode(), digest_size=8).digest(), "big")
                     % window_ms if window_ms else 0)
-                out.append(row_)
+                out.append((group, name, enabled, expression, tz, None, None, flex, target,
+                            delete, self._description[i], None, instant, due, created,
+                            created))
             yield from out
 
 
@@ -323,11 +305,10 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
             summary.elapsed_s = time.perf_counter() - started
             on_progress(summary)
 
-    def written(done: Future[list[bool]]) -> None:
-        inserted = done.result()
-        created = sum(inserted)
+    def written(done: Future[tuple[int, int]]) -> None:
+        created, total = done.result()
         summary.schedules_created += created
-        summary.schedules_existing += len(inserted) - created
+        summary.schedules_existing += total - created
         store.add_campaign_progress(opts.campaign, summary.rows_read, summary.errors, created,
                                     service.clock.now_ms())
         if created:
@@ -341,21 +322,21 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
     # Each chunk goes in due order, so the due index takes it in page-local runs rather
     # than one random page per row.
     with ThreadPoolExecutor(1, thread_name_prefix="tidings-fanout") as writer:
-        pending: Future[list[bool]] | None = None
-        batch: list[NewSchedule] = []
+        pending: Future[tuple[int, int]] | None = None
+        batch: list[ScheduleRow] = []
         for item in run.schedules(rows):
             batch.append(item)
             if len(batch) >= opts.chunk:
                 _check_documents(service, batch, checked)
                 batch.sort(key=_due)
-                nxt = writer.submit(store.insert_schedules, batch, service.clock.now_ms())
+                nxt = writer.submit(_insert, store, batch)
                 if pending is not None:
                     written(pending)
                 pending, batch = nxt, []
         if batch:
             _check_documents(service, batch, checked)
             batch.sort(key=_due)
-            nxt = writer.submit(store.insert_schedules, batch, service.clock.now_ms())
+            nxt = writer.submit(_insert, store, batch)
             if pending is not None:
                 written(pending)
             pending = nxt
@@ -369,16 +350,20 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
     return summary
 
 
-def _due(row: NewSchedule) -> int:
-    return row.due_at or 0
+def _due(row: ScheduleRow) -> int:
+    return row[13] or 0
 
 
-def _check_documents(service: ScheduleService, batch: Sequence[NewSchedule],
+def _insert(store: Store, batch: Sequence[ScheduleRow]) -> tuple[int, int]:
+    return store.insert_schedule_rows(batch), len(batch)
+
+
+def _check_documents(service: ScheduleService, batch: Sequence[ScheduleRow],
                      checked: set[str]) -> None:
     """The first document of each template goes through the full email-target check (the
     SendEmail parser, the template's existence): the others share its shape."""
     for row in batch:
-        step = row.spec.description or ""  # one description per step, so per template
+        step = row[10] or ""  # one description per step, so per template
         if step not in checked:
-            check_email_target(service.store, row.spec.target)
+            check_email_target(service.store, Target.from_json(json.loads(row[8])))
             checked.add(step)

@@ -72,20 +72,25 @@ def flex_offset_ms(group: str, name: str, occurrence: int, window_minutes: int |
     return int.from_bytes(digest, "big") % (window_minutes * 60_000)
 
 
-def check_email_target(store: Store, target: Target) -> None:
+def check_email_target(store: Store, target: Target,
+                       known_templates: set[str] | None = None) -> None:
     """The input must be a SendEmail document (checked with sample context values, which
-    are only known at firing) naming a template that exists."""
+    are only known at firing) naming a template that exists. `known_templates` remembers
+    templates already found, so a bulk creation looks each one up once."""
     if not target.input:
         raise ValidationError("Target.Input", "an email target needs a SendEmail document")
     sample = FiringContext("arn:aws:scheduler:::schedule/default/sample", "default", "sample",
                            0, "00000000-0000-0000-0000-000000000000")
     msg = parse_send_email(render_input(target.input, sample, 1))
-    if msg.template is not None:
+    if msg.template is not None and (known_templates is None
+                                     or msg.template not in known_templates):
         try:
             store.get_template(msg.template)
         except TemplateNotFound:
             raise ValidationError("Target.Input.Content.Template.TemplateName",
                                   f"template {msg.template!r} does not exist") from None
+        if known_templates is not None:
+            known_templates.add(msg.template)
 
 
 def first_occurrence(trigger: Trigger, now: int) -> int | None:
@@ -159,10 +164,11 @@ class ScheduleService:
 
     # schedules --------------------------------------------------------------------------
 
-    def _check_target(self, spec: ScheduleSpec) -> None:
+    def _check_target(self, spec: ScheduleSpec,
+                      known_templates: set[str] | None = None) -> None:
         target = spec.target
         if target.kind is TargetKind.EMAIL:
-            check_email_target(self.store, target)
+            check_email_target(self.store, target, known_templates)
         if target.kind is TargetKind.QUEUE:
             try:
                 queue = self.store.get_queue(target.destination)
@@ -215,18 +221,19 @@ class ScheduleService:
         the GIL while the database works), the next chunk is validated here.
         """
         checked: dict[str, ValidationError | None] = {}
+        templates: set[str] = set()
         with ThreadPoolExecutor(1, thread_name_prefix="tidings-bulk") as writer:
             pending: tuple[Future[list[bool]], Sequence[Placed], bool] | None = None
             batch: list[tuple[int, ScheduleSpec]] = []
             for item in enumerate(specs):
                 batch.append(item)
                 if len(batch) >= chunk:
-                    nxt = self._prepare_chunk(batch, checked, writer)
+                    nxt = self._prepare_chunk(batch, checked, templates, writer)
                     if pending is not None:
                         yield from self._finish_chunk(*pending)
                     pending, batch = nxt, []
             if batch:
-                nxt = self._prepare_chunk(batch, checked, writer)
+                nxt = self._prepare_chunk(batch, checked, templates, writer)
                 if pending is not None:
                     yield from self._finish_chunk(*pending)
                 pending = nxt
@@ -234,7 +241,8 @@ class ScheduleService:
                 yield from self._finish_chunk(*pending)
 
     def _prepare_chunk(self, batch: list[tuple[int, ScheduleSpec]],
-                       checked: dict[str, ValidationError | None], writer: ThreadPoolExecutor,
+                       checked: dict[str, ValidationError | None], templates: set[str],
+                       writer: ThreadPoolExecutor,
                        ) -> tuple[Future[list[bool]], Sequence[Placed], bool]:
         now = self.clock.now_ms()
         rows: list[NewSchedule] = []
@@ -244,16 +252,21 @@ class ScheduleService:
                 spec = spec.validated()
                 # Targets are checked once per distinct target, not once per schedule: a
                 # fan-out of a million rows usually names one queue.
-                key = self._target_key(spec)
-                if key not in checked:
-                    try:
-                        self._check_target(spec)
-                        checked[key] = None
-                    except ValidationError as exc:
-                        checked[key] = exc
-                failure = checked[key]
-                if failure is not None:
-                    raise failure
+                if spec.target.kind is TargetKind.EMAIL:
+                    # Each recipient's document is its own: parsed every time (cheap); only
+                    # the template lookups are remembered, so the cache stays small.
+                    self._check_target(spec, templates)
+                else:
+                    key = self._target_key(spec)
+                    if key not in checked:
+                        try:
+                            self._check_target(spec)
+                            checked[key] = None
+                        except ValidationError as exc:
+                            checked[key] = exc
+                    failure = checked[key]
+                    if failure is not None:
+                        raise failure
                 rows.append(self._row(spec, now, now))
                 placed.append((index, spec))
             except TidingsError as exc:
@@ -282,9 +295,7 @@ class ScheduleService:
     @staticmethod
     def _target_key(spec: ScheduleSpec) -> str:
         t = spec.target
-        key = f"{t.kind}|{t.destination}|{t.dead_letter_queue}|{t.message_group_id}"
-        # An email target's input is what gets checked (document, template): part of the key.
-        return key + f"|{t.input}" if t.kind is TargetKind.EMAIL else key
+        return f"{t.kind}|{t.destination}|{t.dead_letter_queue}|{t.message_group_id}"
 
     def get(self, name: str, group: str = DEFAULT_GROUP) -> Schedule:
         return self.store.get_schedule(group, name)

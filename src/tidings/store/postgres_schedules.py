@@ -11,7 +11,7 @@ import psycopg
 
 from tidings.errors import GroupNotFound, ScheduleNotFound
 from tidings.model.schedules import Schedule, ScheduleGroup, target_text
-from tidings.store.base import Firing, NewSchedule
+from tidings.store.base import Firing, NewSchedule, ScheduleRow
 from tidings.store.sqlfiles import queries
 from tidings.store.sqlite_schedules import schedule_from_row
 
@@ -72,23 +72,17 @@ class PostgresSchedules:
         if not rows:
             return []
         texts: dict[int, str] = {}
+        staged: list[ScheduleRow] = []
+        for r in rows:
+            s = r.spec
+            target = texts.get(id(s.target)) or texts.setdefault(id(s.target),
+                                                                 target_text(s.target))
+            staged.append((s.group, s.name, s.state.value, s.expression, s.timezone, s.start_ms,
+                           s.end_ms, s.flexible_window_minutes, target,
+                           s.action_after_completion.value, s.description, s.client_token,
+                           r.next_fire_at, r.due_at, now, now))
         with self._tx() as conn:
-            for g in {r.spec.group for r in rows}:
-                if conn.execute("SELECT 1 FROM schedule_groups WHERE name = %s",
-                                (g,)).fetchone() is None:
-                    raise GroupNotFound(g)
-            conn.execute(Q["stage_schedules"])
-            with conn.cursor() as cur, cur.copy(Q["copy_schedules"]) as copy:
-                copy.set_types(_STAGE_TYPES)  # binary COPY: no text parsing server-side
-                for r in rows:
-                    s = r.spec
-                    target = texts.get(id(s.target)) or texts.setdefault(
-                        id(s.target), target_text(s.target))
-                    copy.write_row((
-                        s.group, s.name, s.state.value, s.expression, s.timezone, s.start_ms,
-                        s.end_ms, s.flexible_window_minutes, target,
-                        s.action_after_completion.value, s.description, s.client_token,
-                        r.next_fire_at, r.due_at, now, now))
+            self._stage(conn, staged)
             # Usually every row is new: then the count says so and no names travel back.
             # Otherwise undo and insert again, asking which rows went in.
             conn.execute("SAVEPOINT bulk")
@@ -102,6 +96,29 @@ class PostgresSchedules:
             if inserted:
                 conn.execute(Q["notify"], (SCHEDULES_CHANNEL,))
         return [(r.spec.group, r.spec.name) in inserted for r in rows]
+
+    def insert_schedule_rows(self, rows: Sequence[ScheduleRow]) -> int:
+        if not rows:
+            return 0
+        with self._tx() as conn:
+            self._stage(conn, rows)
+            count = int(conn.execute(Q["insert_staged_schedules"]).rowcount)
+            if count:
+                conn.execute(Q["notify"], (SCHEDULES_CHANNEL,))
+            return count
+
+    @staticmethod
+    def _stage(conn: psycopg.Connection[Any], rows: Sequence[ScheduleRow]) -> None:
+        """COPY rows into the session's staging table, after checking their groups."""
+        for g in {r[0] for r in rows}:
+            if conn.execute("SELECT 1 FROM schedule_groups WHERE name = %s",
+                            (g,)).fetchone() is None:
+                raise GroupNotFound(g)
+        conn.execute(Q["stage_schedules"])
+        with conn.cursor() as cur, cur.copy(Q["copy_schedules"]) as copy:
+            copy.set_types(_STAGE_TYPES)  # binary COPY: no text parsing server-side
+            for row in rows:
+                copy.write_row(row)
 
     def get_schedule(self, group: str, name: str) -> Schedule:
         rows = self._rows(Q["schedule_columns"] + " WHERE group_name = %s AND name = %s",

@@ -20,7 +20,7 @@ from tidings.model.schedules import (
     Target,
     target_text,
 )
-from tidings.store.base import Firing, NewSchedule
+from tidings.store.base import Firing, NewSchedule, ScheduleRow
 from tidings.store.sqlfiles import queries
 
 Q = queries("sqlite")
@@ -126,6 +126,14 @@ class SQLiteSchedules:
             conn.execute("ROLLBACK TO bulk")
             conn.execute("RELEASE bulk")
             return [conn.execute(Q["insert_schedule"], p).rowcount > 0 for p in params]
+
+    def insert_schedule_rows(self, rows: Sequence[ScheduleRow]) -> int:
+        with self._tx() as conn:
+            for g in {r[0] for r in rows}:
+                if conn.execute("SELECT 1 FROM schedule_groups WHERE name = ?", (g,)).fetchone()\
+                        is None:
+                    raise GroupNotFound(g)
+            return int(conn.executemany(Q["insert_schedule"], rows).rowcount)
 
     def get_schedule(self, group: str, name: str) -> Schedule:
         with self._lock:
