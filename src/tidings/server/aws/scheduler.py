@@ -15,9 +15,7 @@ Requests are checked with SigV4 (service `scheduler`) whenever access keys are c
 
 from __future__ import annotations
 
-import json
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,6 +30,7 @@ from tidings.model.queues import check_range
 from tidings.model.schedules import DEFAULT_GROUP, Schedule, ScheduleSpec, TargetKind
 from tidings.server.aws.arns import Naming
 from tidings.server.aws.auth import Authenticator, load_keys
+from tidings.server.aws.restjson import RestJsonError, endpoint
 from tidings.server.aws.scheduler_shapes import (
     Shapes,
     group_from_arn,
@@ -41,13 +40,11 @@ from tidings.server.aws.scheduler_shapes import (
     tags_in,
     tags_out,
 )
-from tidings.server.aws.sigv4 import SigV4Error
 from tidings.server.errors import error_info
 
 log = logging.getLogger("tidings.scheduler")
 
 MAX_REQUEST_BYTES = 1024 * 1024  # a schedule is a few KiB (Input is at most 8192 chars)
-_JSON = "application/json"
 
 #: Scheduler's error names, by the status the error table gives a tidings error.
 _CODES = {400: "ValidationException", 402: "ServiceQuotaExceededException",
@@ -58,12 +55,8 @@ Doc = dict[str, Any]
 Operation = Callable[[Request, Doc], Awaitable[Doc]]
 
 
-class SchedulerError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+class SchedulerError(RestJsonError):
+    """An error of this API, answered as is."""
 
 
 def _aws_error(exc: TidingsError) -> SchedulerError:
@@ -71,13 +64,6 @@ def _aws_error(exc: TidingsError) -> SchedulerError:
     code = _CODES.get(status, "InternalServerException")
     return SchedulerError(status, code, message)
 
-
-def _json(status: int, doc: Doc, request_id: str, code: str | None = None) -> Response:
-    headers = {"x-amzn-RequestId": request_id}
-    if code is not None:
-        headers["x-amzn-ErrorType"] = code
-    return Response(json.dumps(doc, separators=(",", ":")).encode(), status_code=status,
-                    headers=headers, media_type=_JSON)
 
 
 class SchedulerApi:
@@ -113,25 +99,12 @@ class SchedulerApi:
         return [Route(path, self._endpoint(op), methods=[method]) for path, method, op in table]
 
     def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            request_id = str(uuid.uuid4())
-            try:
-                body = await _read_body(request)
-                self.auth.check(request.scope, body)
-                result = await op(request, parse_body(body))
-            except SigV4Error as exc:
-                return _json(exc.status, {"Message": exc.message}, request_id, exc.json_code)
-            except SchedulerError as exc:
-                return _json(exc.status, {"Message": exc.message}, request_id, exc.code)
-            except TidingsError as exc:
-                err = _aws_error(exc)
-                return _json(err.status, {"Message": err.message}, request_id, err.code)
-            except Exception:
-                log.exception("Scheduler %s %s failed", request.method, request.url.path)
-                return _json(500, {"Message": "Unexpected error while processing the request."},
-                             request_id, "InternalServerException")
-            return _json(200, result, request_id)
-        return endpoint
+        async def call(request: Request, body: bytes) -> Doc:
+            return await op(request, parse_body(body))
+
+        return endpoint(call, self.auth, service="Scheduler", message_key="Message",
+                        limit=MAX_REQUEST_BYTES, too_long_code="ValidationException",
+                        to_aws=_aws_error, internal_code="InternalServerException")
 
     # schedules ----------------------------------------------------------------------------
 
@@ -238,17 +211,6 @@ def _max_results(raw: str | None) -> int:
     # Scheduler pages hold at most 100, whatever the store could return.
     return 100 if raw is None else check_range("MaxResults", raw, 1, 100)
 
-
-async def _read_body(request: Request) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_REQUEST_BYTES:
-            raise SchedulerError(413, "ValidationException",
-                                 f"The request is longer than {MAX_REQUEST_BYTES} bytes.")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def scheduler_routes(t: Tidings, bridge: Bridge,

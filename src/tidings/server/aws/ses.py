@@ -24,7 +24,6 @@ SigV4 (service `ses`, what the SDKs sign sesv2 calls with) whenever access keys 
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -42,6 +41,7 @@ from tidings.errors import NotFoundError, StoreUnavailable, TidingsError, Valida
 from tidings.model.email import SuppressionReason
 from tidings.model.queues import check_range
 from tidings.server.aws.auth import Authenticator, load_keys
+from tidings.server.aws.restjson import RestJsonError, endpoint
 from tidings.server.aws.scheduler_shapes import parse_body
 from tidings.server.aws.ses_shapes import (
     bulk_messages,
@@ -54,7 +54,6 @@ from tidings.server.aws.ses_shapes import (
     template_out,
     time_in,
 )
-from tidings.server.aws.sigv4 import SigV4Error
 from tidings.server.errors import error_info
 
 log = logging.getLogger("tidings.ses")
@@ -71,12 +70,8 @@ _CODES = {400: (400, "BadRequestException"), 403: (400, "BadRequestException"),
           429: (429, "TooManyRequestsException"), 503: (503, "ServiceUnavailable")}
 
 
-class SesError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
+class SesError(RestJsonError):
+    """An error of this API, answered as is."""
 
 
 def _aws_error(exc: TidingsError) -> SesError:
@@ -115,25 +110,12 @@ class SesApi:
         return [Route(path, self._endpoint(op), methods=[method]) for path, method, op in table]
 
     def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            request_id = str(uuid.uuid4())
-            try:
-                body = await _read_body(request)
-                self.auth.check(request.scope, body)
-                result = await op(request, parse_body(body))
-            except SigV4Error as exc:
-                return _json(exc.status, {"message": exc.message}, request_id, exc.json_code)
-            except SesError as exc:
-                return _json(exc.status, {"message": exc.message}, request_id, exc.code)
-            except TidingsError as exc:
-                err = _aws_error(exc)
-                return _json(err.status, {"message": err.message}, request_id, err.code)
-            except Exception:
-                log.exception("SES %s %s failed", request.method, request.url.path)
-                return _json(500, {"message": "Unexpected error while processing the request."},
-                             request_id, "InternalFailure")
-            return _json(200, result, request_id)
-        return endpoint
+        async def call(request: Request, body: bytes) -> Doc:
+            return await op(request, parse_body(body))
+
+        return endpoint(call, self.auth, service="SES", message_key="message",
+                        limit=MAX_REQUEST_BYTES, too_long_code="MessageRejected",
+                        to_aws=_aws_error, internal_code="InternalFailure")
 
     # templates --------------------------------------------------------------------------------
 
@@ -266,24 +248,6 @@ class SesApi:
         return out
 
 
-def _json(status: int, doc: Doc, request_id: str, code: str | None = None) -> Response:
-    headers = {"x-amzn-RequestId": request_id}
-    if code is not None:
-        headers["x-amzn-ErrorType"] = code
-    return Response(json.dumps(doc, separators=(",", ":")).encode(), status_code=status,
-                    headers=headers, media_type="application/json")
-
-
-async def _read_body(request: Request) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_REQUEST_BYTES:
-            raise SesError(413, "MessageRejected",
-                           f"The request is longer than {MAX_REQUEST_BYTES} bytes.")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _page_size(raw: str | None, most: int) -> int:
