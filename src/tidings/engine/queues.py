@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import base64
 import random
-import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tidings.clock import Clock
+from tidings.engine.redrive import Redrive
 from tidings.errors import (
     BatchError,
     MessageNotInflight,
@@ -45,11 +45,9 @@ from tidings.model.queues import (
     validate_tags,
 )
 from tidings.model.receipts import ReceiptSigner
-from tidings.model.states import MoveTaskStatus
 from tidings.notify.base import Notifier, queue_channel
 from tidings.store.base import (
     JobAck,
-    MoveTask,
     QueueCounts,
     QueueRecord,
     ReceiveParams,
@@ -86,7 +84,7 @@ class QueueInfo:
         return self.record.name
 
 
-class QueueService:
+class QueueService(Redrive):
     def __init__(self, store: Store, clock: Clock, notifier: Notifier, signer: ReceiptSigner,
                  *, native_max_delay: bool = True) -> None:
         self.store = store
@@ -443,82 +441,6 @@ class QueueService:
 
     def job_done(self, queue_id: int, job_key: str) -> bool:
         return bool(self.store.jobs_done(queue_id, [job_key]))
-
-    # dead letters ----------------------------------------------------------------------------
-
-    def redrive(self, dlq: str, destination: str | None = None, *, limit: int | None = None,
-                chunk: int = 1000) -> int:
-        """Move messages out of a DLQ now: to `destination`, or each to its source queue."""
-        source = self._move_source(dlq)
-        dest_id = self.store.get_queue(destination).id if destination else None
-        moved = 0
-        while limit is None or moved < limit:
-            step = chunk if limit is None else min(chunk, limit - moved)
-            n = self.store.move_messages(source.id, dest_id, step, self.clock.now_ms())
-            moved += n
-            if n < step:
-                break
-        self._notify_destinations(source.id, dest_id)
-        return moved
-
-    def _notify_destinations(self, source_id: int, dest_id: int | None) -> None:
-        if dest_id is not None:
-            self.notifier.notify(queue_channel(dest_id))
-            return
-        for q in self.store.list_queues("", None, 10_000):
-            self.notifier.notify(queue_channel(q.id))
-
-    def _move_source(self, dlq: str) -> QueueRecord:
-        record = self.store.get_queue(dlq)
-        if not self.store.dead_letter_sources(dlq):
-            raise ValidationError("SourceArn",
-                                  f"queue {dlq!r} is not a dead-letter queue of any queue")
-        return record
-
-    def start_move_task(self, dlq: str, destination: str | None = None,
-                        max_per_second: int | None = None) -> str:
-        source = self._move_source(dlq)
-        if max_per_second is not None:
-            check_range("MaxNumberOfMessagesPerSecond", max_per_second, 1, 500)
-        for task in self.store.list_move_tasks(source.id, 10):
-            if task.status is MoveTaskStatus.RUNNING:
-                raise ValidationError("SourceArn", "a message move task is already running")
-        dest_id = self.store.get_queue(destination).id if destination else None
-        handle = base64.urlsafe_b64encode(secrets.token_bytes(18)).decode()
-        counts = self.store.queue_counts(source.id, self.clock.now_ms())
-        self.store.create_move_task(MoveTask(
-            handle, source.id, dest_id, max_per_second, MoveTaskStatus.RUNNING, 0,
-            counts.visible + counts.in_flight + counts.delayed, self.clock.now_ms()))
-        return handle
-
-    def list_move_tasks(self, dlq: str, limit: int = 1) -> list[MoveTask]:
-        check_range("MaxResults", limit, 1, 10)
-        return self.store.list_move_tasks(self.store.get_queue(dlq).id, limit)
-
-    def cancel_move_task(self, handle: str) -> MoveTask:
-        for task in self.store.running_move_tasks():
-            if task.handle == handle:
-                self.store.update_move_task(handle, moved=task.moved,
-                                            status=MoveTaskStatus.CANCELLED)
-                return task
-        raise ValidationError("TaskHandle", "no running message move task has this handle")
-
-    def advance_move_tasks(self, elapsed_s: float) -> int:
-        """One step of every running move task: at most its rate × elapsed messages."""
-        total = 0
-        for task in self.store.running_move_tasks():
-            budget = 500 if task.max_per_second is None else task.max_per_second
-            step = max(int(budget * elapsed_s), 1)
-            n = self.store.move_messages(task.source_queue_id, task.destination_queue_id, step,
-                                         self.clock.now_ms())
-            total += n
-            done = n < step
-            self.store.update_move_task(
-                task.handle, moved=task.moved + n,
-                status=MoveTaskStatus.COMPLETED if done else MoveTaskStatus.RUNNING)
-            if n:
-                self._notify_destinations(task.source_queue_id, task.destination_queue_id)
-        return total
 
     # maintenance -----------------------------------------------------------------------------
 
