@@ -309,7 +309,8 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
         created, total = done.result()
         summary.schedules_created += created
         summary.schedules_existing += total - created
-        store.add_campaign_progress(opts.campaign, summary.rows_read, summary.errors, created,
+        # created schedules were counted with their insert (`insert_schedule_rows`)
+        store.add_campaign_progress(opts.campaign, summary.rows_read, summary.errors, 0,
                                     service.clock.now_ms())
         if created:
             service.notifier.notify(SCHEDULES_CHANNEL)
@@ -355,7 +356,7 @@ def _due(row: ScheduleRow) -> int:
 
 
 def _insert(store: Store, batch: Sequence[ScheduleRow]) -> tuple[int, int]:
-    return store.insert_schedule_rows(batch), len(batch)
+    return store.insert_schedule_rows(batch, campaign=batch[0][0]), len(batch)
 
 
 def _check_documents(service: ScheduleService, batch: Sequence[ScheduleRow],

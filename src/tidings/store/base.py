@@ -268,10 +268,12 @@ class ScheduleStore(Protocol):
         """Insert many schedules in one transaction; False where (group, name) exists."""
         ...
 
-    def insert_schedule_rows(self, rows: Sequence[ScheduleRow]) -> int:
+    def insert_schedule_rows(self, rows: Sequence[ScheduleRow],
+                             campaign: str | None = None) -> int:
         """The fastest bulk path, for rows valid by construction (fan-out): tuples in the
         column order of `ScheduleRow`; existing (group, name) pairs are skipped. Returns how
-        many rows went in. One transaction."""
+        many rows went in, and adds that to the campaign's count of created schedules in the
+        same transaction (so a crash cannot separate the two). One transaction."""
         ...
 
     def get_schedule(self, group: str, name: str) -> Schedule: ...

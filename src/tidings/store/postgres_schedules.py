@@ -97,7 +97,8 @@ class PostgresSchedules:
                 conn.execute(Q["notify"], (SCHEDULES_CHANNEL,))
         return [(r.spec.group, r.spec.name) in inserted for r in rows]
 
-    def insert_schedule_rows(self, rows: Sequence[ScheduleRow]) -> int:
+    def insert_schedule_rows(self, rows: Sequence[ScheduleRow],
+                             campaign: str | None = None) -> int:
         if not rows:
             return 0
         with self._tx() as conn:
@@ -105,6 +106,8 @@ class PostgresSchedules:
             count = int(conn.execute(Q["insert_staged_schedules"]).rowcount)
             if count:
                 conn.execute(Q["notify"], (SCHEDULES_CHANNEL,))
+                if campaign is not None:
+                    conn.execute(Q["add_campaign_created"], (count, campaign))
             return count
 
     @staticmethod

@@ -127,13 +127,17 @@ class SQLiteSchedules:
             conn.execute("RELEASE bulk")
             return [conn.execute(Q["insert_schedule"], p).rowcount > 0 for p in params]
 
-    def insert_schedule_rows(self, rows: Sequence[ScheduleRow]) -> int:
+    def insert_schedule_rows(self, rows: Sequence[ScheduleRow],
+                             campaign: str | None = None) -> int:
         with self._tx() as conn:
             for g in {r[0] for r in rows}:
                 if conn.execute("SELECT 1 FROM schedule_groups WHERE name = ?", (g,)).fetchone()\
                         is None:
                     raise GroupNotFound(g)
-            return int(conn.executemany(Q["insert_schedule"], rows).rowcount)
+            count = int(conn.executemany(Q["insert_schedule"], rows).rowcount)
+            if campaign is not None and count:
+                conn.execute(Q["add_campaign_created"], (count, campaign))
+            return count
 
     def get_schedule(self, group: str, name: str) -> Schedule:
         with self._lock:

@@ -430,3 +430,7 @@ SELECT address, reason, created_at FROM suppressions WHERE address = ANY(%s);
 SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
        detail, attempts, created_at, updated_at
 FROM email_deliveries WHERE id = ANY(%s);
+
+-- name: add_campaign_created
+-- In the transaction that inserts the schedules: the count cannot drift from the rows.
+UPDATE campaigns SET schedules_created = schedules_created + %s WHERE name = %s;

@@ -334,3 +334,7 @@ WHERE due_at >= ? AND due_at < ? GROUP BY 1, 2;
 -- name: firings_by_occurrence
 SELECT next_fire_at / ?, json_extract(target, '$.kind'), COUNT(*) FROM schedules
 WHERE due_at IS NOT NULL AND next_fire_at >= ? AND next_fire_at < ? GROUP BY 1, 2;
+
+-- name: add_campaign_created
+-- In the transaction that inserts the schedules: the count cannot drift from the rows.
+UPDATE campaigns SET schedules_created = schedules_created + ? WHERE name = ?;
