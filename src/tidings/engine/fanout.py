@@ -28,12 +28,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import date
 from hashlib import blake2b
 from typing import IO, Any
 
+from tidings.engine.bridge import bulk_writer
 from tidings.engine.fanout_source import Columns, read_rows, text_stream
 from tidings.engine.fanout_timing import Planned, Planner, QuietHours, parse_instant
 from tidings.engine.schedules import (
@@ -318,11 +319,11 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
 
     checked: set[str] = set()
     rows = read_rows(stream, opts.format, opts.columns)
-    # Pipelined as create_many is: the store writes one chunk in its own thread (both
-    # drivers release the GIL while the database works) while the next one is built here.
+    # Pipelined as create_many is (on PostgreSQL the store writes one chunk in its own
+    # thread while the next one is built here; on SQLite inline: see `bulk_writer`).
     # Each chunk goes in due order, so the due index takes it in page-local runs rather
     # than one random page per row.
-    with ThreadPoolExecutor(1, thread_name_prefix="tidings-fanout") as writer:
+    with bulk_writer(store.max_concurrency) as writer:
         pending: Future[tuple[int, int]] | None = None
         batch: list[ScheduleRow] = []
         for item in run.schedules(rows):

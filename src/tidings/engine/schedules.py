@@ -16,13 +16,14 @@ import base64
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from tidings.clock import Clock
 from tidings.email.sesv2 import parse_send_email
+from tidings.engine.bridge import bulk_writer
 from tidings.errors import (
     ConflictError,
     GroupNotFound,
@@ -99,8 +100,11 @@ def first_occurrence(trigger: Trigger, now: int) -> int | None:
     return trigger.next_fire_after(now - 1)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CreateResult:
+    """One item's outcome in `create_many` (not frozen: bulk creation makes millions, and a
+    frozen dataclass's __init__ costs several times more)."""
+
     index: int
     name: str
     group: str
@@ -217,12 +221,13 @@ class ScheduleService:
         batch; existing names are left untouched (so a re-run resumes, creating nothing
         twice). Results are yielded per chunk, in input order.
 
-        Pipelined: while the store writes one chunk (in its own thread; both drivers release
-        the GIL while the database works), the next chunk is validated here.
+        Pipelined on PostgreSQL: while the store writes one chunk (in its own thread; the
+        database works in its own process), the next chunk is validated here. On SQLite
+        the chunks are written inline (`bulk_writer` says why).
         """
         checked: dict[str, ValidationError | None] = {}
         templates: set[str] = set()
-        with ThreadPoolExecutor(1, thread_name_prefix="tidings-bulk") as writer:
+        with bulk_writer(self.store.max_concurrency) as writer:
             pending: tuple[Future[list[bool]], Sequence[Placed], bool] | None = None
             batch: list[tuple[int, ScheduleSpec]] = []
             for item in enumerate(specs):
@@ -242,11 +247,12 @@ class ScheduleService:
 
     def _prepare_chunk(self, batch: list[tuple[int, ScheduleSpec]],
                        checked: dict[str, ValidationError | None], templates: set[str],
-                       writer: ThreadPoolExecutor,
+                       writer: Executor,
                        ) -> tuple[Future[list[bool]], Sequence[Placed], bool]:
         now = self.clock.now_ms()
         rows: list[NewSchedule] = []
         placed: list[Placed] = []
+        seen: dict[int, str] = {}  # id(target) → key, for this chunk (its specs keep them alive)
         for index, spec in batch:
             try:
                 spec = spec.validated()
@@ -257,7 +263,10 @@ class ScheduleService:
                     # the template lookups are remembered, so the cache stays small.
                     self._check_target(spec, templates)
                 else:
-                    key = self._target_key(spec)
+                    # Most specs of a bulk creation share one Target object: look it up by
+                    # identity first, by content only for a target not seen yet.
+                    key = seen.get(id(spec.target)) or seen.setdefault(
+                        id(spec.target), self._target_key(spec))
                     if key not in checked:
                         try:
                             self._check_target(spec)
