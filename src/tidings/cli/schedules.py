@@ -141,14 +141,11 @@ def create(
     db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
 ) -> None:
     """Create a schedule with one target (--queue, --webhook or --function)."""
-    with tidings(db) as t:
-        target = _target(queue, webhook, function, input_, group_id, max_retries,
-                         max_event_age, dlq)
-        spec = _spec(name, group, expression, tz, start, end, flexible_window, disabled,
-                     delete_after_completion, description, target)
-        created = t.schedules.create(spec)
-        doc = schedule_json(created, t.schedules.schedule_arn(group, name))
-    _print_schedule(doc, as_json)
+    target = _target(queue, webhook, function, input_, group_id, max_retries, max_event_age,
+                     dlq)
+    _save(db, as_json, "create", _spec(name, group, expression, tz, start, end,
+                                       flexible_window, disabled, delete_after_completion,
+                                       description, target))
 
 
 @app.command()
@@ -164,13 +161,18 @@ def update(
     """Replace a schedule's settings: a FULL replace, as AWS UpdateSchedule. Options you
     leave out take their defaults, not their old values (give the target and input again).
     The next occurrence is computed afresh from now."""
+    target = _target(queue, webhook, function, input_, group_id, max_retries, max_event_age,
+                     dlq)
+    _save(db, as_json, "update", _spec(name, group, expression, tz, start, end,
+                                       flexible_window, disabled, delete_after_completion,
+                                       description, target))
+
+
+def _save(db: str, as_json: bool, how: str, spec: ScheduleSpec) -> None:
+    """Create or (fully) replace, then print the schedule as stored."""
     with tidings(db) as t:
-        target = _target(queue, webhook, function, input_, group_id, max_retries,
-                         max_event_age, dlq)
-        spec = _spec(name, group, expression, tz, start, end, flexible_window, disabled,
-                     delete_after_completion, description, target)
-        updated = t.schedules.update(spec)
-        doc = schedule_json(updated, t.schedules.schedule_arn(group, name))
+        saved = t.schedules.create(spec) if how == "create" else t.schedules.update(spec)
+        doc = schedule_json(saved, t.schedules.schedule_arn(spec.group, spec.name))
     _print_schedule(doc, as_json)
 
 
