@@ -7,6 +7,7 @@ is the native API's (server/native/schedule_views.py), so scripts can use either
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -141,11 +142,10 @@ def create(
     db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
 ) -> None:
     """Create a schedule with one target (--queue, --webhook or --function)."""
-    target = _target(queue, webhook, function, input_, group_id, max_retries, max_event_age,
-                     dlq)
-    _save(db, as_json, "create", _spec(name, group, expression, tz, start, end,
-                                       flexible_window, disabled, delete_after_completion,
-                                       description, target))
+    _save(db, as_json, "create", lambda: _spec(
+        name, group, expression, tz, start, end, flexible_window, disabled,
+        delete_after_completion, description,
+        _target(queue, webhook, function, input_, group_id, max_retries, max_event_age, dlq)))
 
 
 @app.command()
@@ -161,16 +161,17 @@ def update(
     """Replace a schedule's settings: a FULL replace, as AWS UpdateSchedule. Options you
     leave out take their defaults, not their old values (give the target and input again).
     The next occurrence is computed afresh from now."""
-    target = _target(queue, webhook, function, input_, group_id, max_retries, max_event_age,
-                     dlq)
-    _save(db, as_json, "update", _spec(name, group, expression, tz, start, end,
-                                       flexible_window, disabled, delete_after_completion,
-                                       description, target))
+    _save(db, as_json, "update", lambda: _spec(
+        name, group, expression, tz, start, end, flexible_window, disabled,
+        delete_after_completion, description,
+        _target(queue, webhook, function, input_, group_id, max_retries, max_event_age, dlq)))
 
 
-def _save(db: str, as_json: bool, how: str, spec: ScheduleSpec) -> None:
-    """Create or (fully) replace, then print the schedule as stored."""
+def _save(db: str, as_json: bool, how: str, make: Callable[[], ScheduleSpec]) -> None:
+    """Create or (fully) replace, then print the schedule as stored. The spec is built
+    inside `tidings()`, which turns bad input into exit code 2 with the field named."""
     with tidings(db) as t:
+        spec = make()
         saved = t.schedules.create(spec) if how == "create" else t.schedules.update(spec)
         doc = schedule_json(saved, t.schedules.schedule_arn(spec.group, spec.name))
     _print_schedule(doc, as_json)
