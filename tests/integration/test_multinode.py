@@ -114,6 +114,17 @@ def make_schedules(url: str, n: int, spread_s: int) -> None:
         assert sum(r.created for r in t.schedules.create_many(specs, chunk=10_000)) == n
 
 
+def wait_until_queued(url: str, minimum: int, timeout: float = 120) -> None:
+    """Until more than `minimum` firings are in the queue: mid-dispatch."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with Tidings(settings=Settings(db=url)) as t:
+            if t.queues.describe("jobs").counts.visible > minimum:
+                return
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
 def wait_all_fired(url: str, n: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -157,14 +168,7 @@ def test_kill_9_of_one_node_mid_dispatch_others_finish_exactly_once(
     nodes.start(3)
     nodes.wait_ready()
     make_schedules(pg, n, spread_s=20)
-    deadline = time.monotonic() + 120
-    while True:
-        with Tidings(settings=Settings(db=pg)) as t:
-            fired = t.queues.describe("jobs").counts.visible
-        if fired > n // 4:
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_until_queued(pg, n // 4)
     victim, _ = nodes.procs[0]
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
@@ -236,14 +240,7 @@ def test_postgres_restart_mid_run_nodes_recover_without_loss_or_duplicates(
     nodes.start(2)
     nodes.wait_ready()
     make_schedules(pg, n, spread_s=30)
-    deadline = time.monotonic() + 120
-    while True:
-        with Tidings(settings=Settings(db=pg)) as t:
-            fired = t.queues.describe("jobs").counts.visible
-        if fired > n // 5:
-            break
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_until_queued(pg, n // 5)
     _pg_restart()
     wait_all_fired(pg, n, timeout=240)
     for proc, _ in nodes.procs:

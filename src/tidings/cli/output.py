@@ -9,9 +9,9 @@ Exit codes: 0 ok, 1 not found / conflict / runtime failure, 2 bad usage or inval
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -21,6 +21,8 @@ from rich.text import Text
 from tidings.client import Tidings
 from tidings.errors import BatchError, TidingsError, ValidationError
 from tidings.store import DEFAULT_URL
+
+T = TypeVar("T")
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
@@ -64,6 +66,16 @@ def errors_handled() -> Iterator[None]:
         yield
     except TidingsError as exc:
         raise fail(exc.message, exit_code(exc)) from None
+
+
+def all_pages(fetch: Callable[[str | None], tuple[Sequence[T], str | None]]) -> Iterator[T]:
+    """Every item of a paged listing: `fetch(next_token)` returns a page and the next token."""
+    token: str | None = None
+    while True:
+        page, token = fetch(token)
+        yield from page
+        if token is None:
+            return
 
 
 def emit_json(doc: Any) -> None:

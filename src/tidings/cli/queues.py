@@ -12,6 +12,7 @@ from tidings.cli.output import (
     DEFAULT_DB,
     DbOption,
     JsonOption,
+    all_pages,
     emit_json,
     line,
     table,
@@ -116,13 +117,8 @@ def list_(
 ) -> None:
     """List queues with their approximate message counts."""
     with tidings(db) as t:
-        docs: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            records, token = t.queues.list_queues(prefix, next_token=token)
-            docs += [_describe(t, r.name) for r in records]
-            if token is None:
-                break
+        docs = [queue_json(r, t.queues.describe_record(r).counts) for r in all_pages(
+            lambda token: t.queues.list_queues(prefix, next_token=token))]
     if as_json:
         emit_json({"queues": docs})
         return

@@ -16,6 +16,7 @@ from tidings.cli.output import (
     DEFAULT_DB,
     DbOption,
     JsonOption,
+    all_pages,
     emit_json,
     errors_handled,
     line,
@@ -318,13 +319,8 @@ def group_list(
 ) -> None:
     """List schedule groups."""
     with tidings(db) as t:
-        docs: list[dict[str, Any]] = []
-        token: str | None = None
-        while True:
-            groups, token = t.schedules.list_groups(prefix, next_token=token)
-            docs += [group_json(g, t.schedules.group_arn(g.name)) for g in groups]
-            if token is None:
-                break
+        docs = [group_json(g, t.schedules.group_arn(g.name)) for g in all_pages(
+            lambda token: t.schedules.list_groups(prefix, next_token=token))]
     if as_json:
         emit_json({"groups": docs})
         return

@@ -107,7 +107,10 @@ class QueueService(Redrive):
         return self.store.get_queue(name)
 
     def describe(self, name: str) -> QueueInfo:
-        record = self.store.get_queue(name)
+        return self.describe_record(self.store.get_queue(name))
+
+    def describe_record(self, record: QueueRecord) -> QueueInfo:
+        """Counts for a record already in hand (a listing), without fetching it again."""
         return QueueInfo(record, self.store.queue_counts(record.id, self.clock.now_ms()))
 
     def list_queues(self, prefix: str = "", *, limit: int = 1000,

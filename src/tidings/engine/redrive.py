@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import base64
 import secrets
+from collections.abc import Sequence
 
 from tidings.clock import Clock
-from tidings.errors import ValidationError
+from tidings.errors import QueueNotFound, ValidationError
 from tidings.model.queues import check_range
 from tidings.model.states import MoveTaskStatus
 from tidings.notify.base import Notifier, queue_channel
@@ -93,3 +94,17 @@ class Redrive:
             if n:
                 self._notify_destinations(task.source_queue_id, task.destination_queue_id)
         return total
+
+    def queue_names(self, tasks: Sequence[MoveTask]) -> dict[int, str]:
+        """The names of the queues that move tasks name by id; a queue deleted since is left
+        out. One lookup per distinct queue, not a listing of every queue."""
+        names: dict[int, str] = {}
+        for queue_id in {q for task in tasks
+                         for q in (task.source_queue_id, task.destination_queue_id)
+                         if q is not None}:
+            try:
+                names[queue_id] = self.store.get_queue_by_id(queue_id).name
+            except QueueNotFound:
+                pass
+        return names
+

@@ -342,11 +342,6 @@ async def start_message_move_task(c: Call, req: dict[str, Any]) -> Result:
     return {"TaskHandle": handle}
 
 
-def _queue_names(t: Tidings) -> dict[int, str]:
-    records, _ = t.queues.list_queues("", limit=1000)
-    return {r.id: r.name for r in records}
-
-
 def _task_doc(c: Call, task: MoveTask, source: str, names: dict[int, str]) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "Status": task.status.value, "SourceArn": c.naming.queue_arn(source),
@@ -367,9 +362,7 @@ async def list_message_move_tasks(c: Call, req: dict[str, Any]) -> Result:
     source = name_from_arn(required(req, "SourceArn"), "SourceArn")
     limit = optional_int(req, "MaxResults")
     tasks = await c.bridge.run(c.t.queues.list_move_tasks, source, 1 if limit is None else limit)
-    names = {}
-    if any(task.destination_queue_id is not None for task in tasks):
-        names = await c.bridge.run(_queue_names, c.t)
+    names = await c.bridge.run(c.t.queues.queue_names, tasks) if tasks else {}
     return {"Results": [_task_doc(c, task, source, names) for task in tasks]}
 
 

@@ -48,19 +48,8 @@ def _describe(q: QueueService, name: str) -> dict[str, Any]:
     return queue_json(info.record, info.counts)
 
 
-def _queue_names(q: QueueService) -> dict[int, str]:
-    """Queue ids to names, to show a move task's queues by name (tasks keep ids)."""
-    names: dict[int, str] = {}
-    token: str | None = None
-    while True:
-        records, token = q.list_queues("", limit=1000, next_token=token)
-        names.update((r.id, r.name) for r in records)
-        if token is None:
-            return names
-
-
 def _task_json(q: QueueService, tasks: list[MoveTask]) -> list[dict[str, Any]]:
-    names = _queue_names(q) if tasks else {}
+    names = q.queue_names(tasks)
     return [
         move_task_json(task, names.get(task.source_queue_id, str(task.source_queue_id)),
                        None if task.destination_queue_id is None
