@@ -130,11 +130,11 @@ def test_kill_9_mid_fanout_then_rerun_creates_each_schedule_once(db: str,
             time.sleep(0.02)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        partial = t.store.group_state_counts("spring").get("ENABLED", 0)
+        partial = t.store.schedule_state_counts("spring").get("ENABLED", 0)
     assert 0 < partial < 2 * n
     summary = as_json(db, tmp_path, *FANOUT, "many.csv")
     assert summary["schedules_created"] + summary["schedules_existing"] == 2 * n
     assert summary["schedules_existing"] == partial
     with Tidings(settings=Settings(db=db)) as t:
-        assert t.store.group_state_counts("spring") == {"ENABLED": 2 * n}
+        assert t.store.schedule_state_counts("spring") == {"ENABLED": 2 * n}
         assert t.campaigns.get("spring").schedules_created == 2 * n

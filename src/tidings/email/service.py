@@ -225,7 +225,7 @@ class EmailService:
         try:
             self.queues.send(DELIVERY_QUEUE, json.dumps(job, ensure_ascii=False))
         except Exception as exc:
-            self.store.update_delivery(delivery_id, DeliveryState.FAILED,
+            self.store.update_delivery(delivery_id, DeliveryState.QUEUED, DeliveryState.FAILED,
                                        f"could not be queued: {exc}", 0, self.clock.now_ms())
             raise
         return delivery
@@ -286,8 +286,9 @@ class EmailService:
 
     def mark_failed(self, delivery_id: str, detail: str, attempts: int) -> bool:
         """Retries ran out: a delivery still QUEUED becomes FAILED (final states stay)."""
-        return self.store.update_delivery(delivery_id, DeliveryState.FAILED, detail[:2000],
-                                          attempts, self.clock.now_ms())
+        return self.store.update_delivery(delivery_id, DeliveryState.QUEUED,
+                                          DeliveryState.FAILED, detail[:2000], attempts,
+                                          self.clock.now_ms())
 
     # the log ------------------------------------------------------------------------------------
 

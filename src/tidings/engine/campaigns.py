@@ -23,17 +23,16 @@ from typing import IO, Any
 
 from tidings.clock import Clock
 from tidings.engine.fanout import FanoutOptions, FanoutProgress, FanoutSummary, run_fanout
-from tidings.engine.schedules import SCHEDULES_CHANNEL, ScheduleService, flex_offset_ms
+from tidings.engine.schedules import ScheduleService, flex_offset_ms
 from tidings.errors import ValidationError
 from tidings.model.campaigns import (
-    CAMPAIGN_TRANSITIONS,
     CampaignCounts,
     CampaignRecord,
     CampaignStatus,
     recipient_key,
 )
 from tidings.model.queues import check_range
-from tidings.notify.base import Notifier
+from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
 from tidings.store.base import Store
 
 RESUME_PAGE = 5_000
@@ -120,7 +119,7 @@ class CampaignService:
         return self.store.list_campaigns(after, limit)
 
     def counts(self, record: CampaignRecord) -> CampaignCounts:
-        states = self.store.group_state_counts(record.name)
+        states = self.store.schedule_state_counts(record.name)
         log = self.store.delivery_state_counts(record.name + "/")
         enabled, disabled = states.get("ENABLED", 0), states.get("DISABLED", 0)
         return CampaignCounts(
@@ -133,40 +132,34 @@ class CampaignService:
         record = self.store.get_campaign(name)
         return CampaignView(record, self.counts(record))
 
-    def _move(self, record: CampaignRecord, to: CampaignStatus) -> None:
-        if to is record.status:
-            return
-        if to not in CAMPAIGN_TRANSITIONS[record.status]:
-            raise ValidationError("Status", f"campaign {record.name} is "
-                                  f"{record.status.value}: it cannot become {to.value}")
-        self.store.set_campaign_status(record.name, to, self.clock.now_ms())
+    def _move(self, name: str, to: CampaignStatus) -> CampaignRecord:
+        """Change the status (a compare-and-set with the status read here: a concurrent
+        change makes this one fail with `ConflictError` rather than undo it)."""
+        record = self.store.get_campaign(name)
+        if to is not record.status:
+            self.store.set_campaign_status(name, record.status, to, self.clock.now_ms())
+        return record
 
     def pause(self, name: str) -> CampaignView:
-        record = self.store.get_campaign(name)
-        self._move(record, CampaignStatus.PAUSED)
-        self.store.pause_group_schedules(name, self.clock.now_ms())
+        self._move(name, CampaignStatus.PAUSED)
         return self.status(name)
 
     def resume(self, name: str) -> CampaignView:
-        record = self.store.get_campaign(name)
-        self._move(record, CampaignStatus.ACTIVE)
+        self._move(name, CampaignStatus.ACTIVE)
         after = ""
         while True:
-            page = self.store.paused_schedules(name, after, RESUME_PAGE)
+            page = self.store.disabled_schedules(name, after, RESUME_PAGE)
             if not page:
                 break
             dues = [(n, None if nxt is None else nxt + flex_offset_ms(name, n, nxt, flex))
                     for n, nxt, flex in page]
-            if self.store.enable_schedules(name, dues, self.clock.now_ms()):
+            if self.store.enable_campaign_schedules(name, dues, self.clock.now_ms()):
                 self.notifier.notify(SCHEDULES_CHANNEL)
             after = page[-1][0]
         return self.status(name)
 
     def cancel(self, name: str) -> CampaignView:
-        record = self.store.get_campaign(name)
-        self._move(record, CampaignStatus.CANCELLED)
-        removed = self.store.delete_schedules_in_group(name)
-        self.store.add_campaign_cancelled(name, removed, self.clock.now_ms())
+        self._move(name, CampaignStatus.CANCELLED)
         return self.status(name)
 
     def cancel_recipient(self, name: str, recipient_id: str) -> int:
@@ -175,11 +168,8 @@ class CampaignService:
         if not recipient_id:
             raise ValidationError("RecipientId", "is empty")
         key = recipient_key(recipient_id)
-        removed = self.store.delete_named_schedules(
-            name, [f"{s.name}-{key}" for s in record.steps])
-        if removed:
-            self.store.add_campaign_cancelled(name, removed, self.clock.now_ms())
-        return removed
+        return self.store.cancel_campaign_schedules(
+            name, [f"{s.name}-{key}" for s in record.steps], self.clock.now_ms())
 
     def forecast(self, hours: int = 48, *, bucket_minutes: int = 1) -> Forecast:
         check_range("Hours", hours, 1, 24 * 31)

@@ -27,7 +27,6 @@ from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
 from tidings.engine.queues import QueueService
 from tidings.engine.schedules import (
-    SCHEDULES_CHANNEL,
     ScheduleService,
     flex_offset_ms,
     schedule_trigger,
@@ -35,9 +34,10 @@ from tidings.engine.schedules import (
 from tidings.errors import QueueNotFound, StoreUnavailable, ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.messages import OutgoingMessage, prepare
+from tidings.model.queues import QueueRecord
 from tidings.model.schedules import ActionAfterCompletion, Schedule, TargetKind
-from tidings.notify.base import Notifier, queue_channel
-from tidings.store.base import Firing, QueueRecord, Store, TargetMessage
+from tidings.notify.base import SCHEDULES_CHANNEL, Notifier, queue_channel
+from tidings.store.base import Firing, Store, TargetMessage
 from tidings.targets.base import FiringContext, render_input
 from tidings.targets.deadletter import dead_letter_attributes
 

@@ -38,7 +38,6 @@ from tidings.engine.bridge import bulk_writer
 from tidings.engine.fanout_source import Columns, read_rows, text_stream
 from tidings.engine.fanout_timing import Planned, Planner, QuietHours, parse_instant
 from tidings.engine.schedules import (
-    SCHEDULES_CHANNEL,
     ScheduleService,
     check_email_target,
 )
@@ -54,13 +53,15 @@ from tidings.model.email import check_address
 from tidings.model.schedules import (
     MAX_INPUT_CHARS,
     ActionAfterCompletion,
+    ScheduleRow,
     ScheduleSpec,
     ScheduleState,
     Target,
     TargetKind,
     target_text,
 )
-from tidings.store.base import ScheduleRow, Store
+from tidings.notify.base import SCHEDULES_CHANNEL
+from tidings.store.base import Store
 
 PAST_MARGIN_MS = 2_000
 # The stored form of an email target is '{"destination":"","input":<doc>,"kind":"email"}'
@@ -265,9 +266,9 @@ class _Run:
                 due = instant + (int.from_bytes(blake2b(
                     f"{group}/{name}/{instant}".encode(), digest_size=8).digest(), "big")
                     % window_ms if window_ms else 0)
-                out.append((group, name, enabled, expression, tz, None, None, flex, target,
-                            delete, self._description[i], None, instant, due, created,
-                            created))
+                out.append(ScheduleRow(group, name, enabled, expression, tz, None, None, flex,
+                                       target, delete, self._description[i], None, instant,
+                                       due, created, created))
             yield from out
 
 
@@ -353,11 +354,11 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
 
 
 def _due(row: ScheduleRow) -> int:
-    return row[13] or 0
+    return row.due_at or 0
 
 
 def _insert(store: Store, batch: Sequence[ScheduleRow]) -> tuple[int, int]:
-    return store.insert_schedule_rows(batch, campaign=batch[0][0]), len(batch)
+    return store.insert_schedule_rows(batch, campaign=batch[0].group), len(batch)
 
 
 def _check_documents(service: ScheduleService, batch: Sequence[ScheduleRow],
@@ -365,7 +366,7 @@ def _check_documents(service: ScheduleService, batch: Sequence[ScheduleRow],
     """The first document of each template goes through the full email-target check (the
     SendEmail parser, the template's existence): the others share its shape."""
     for row in batch:
-        step = row[10] or ""  # one description per step, so per template
+        step = row.description or ""  # one description per step, so per template
         if step not in checked:
-            check_email_target(service.store, Target.from_json(json.loads(row[8])))
+            check_email_target(service.store, Target.from_json(json.loads(row.target)))
             checked.add(step)

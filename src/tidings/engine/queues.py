@@ -40,6 +40,8 @@ from tidings.model.queues import (
     MAX_VISIBILITY_S,
     MAX_WAIT_S,
     QueueAttributes,
+    QueueCounts,
+    QueueRecord,
     check_range,
     validate_queue_name,
     validate_tags,
@@ -48,8 +50,6 @@ from tidings.model.receipts import ReceiptSigner
 from tidings.notify.base import Notifier, queue_channel
 from tidings.store.base import (
     JobAck,
-    QueueCounts,
-    QueueRecord,
     ReceiveParams,
     Store,
     StoredMessage,

@@ -6,13 +6,14 @@ from __future__ import annotations
 import base64
 import secrets
 from collections.abc import Sequence
+from dataclasses import replace
 
 from tidings.clock import Clock
-from tidings.errors import QueueNotFound, ValidationError
-from tidings.model.queues import check_range
+from tidings.errors import ConflictError, QueueNotFound, ValidationError
+from tidings.model.queues import MoveTask, QueueRecord, check_range
 from tidings.model.states import MoveTaskStatus
 from tidings.notify.base import Notifier, queue_channel
-from tidings.store.base import MoveTask, QueueRecord, Store
+from tidings.store.base import Store
 
 
 class Redrive:
@@ -71,28 +72,31 @@ class Redrive:
         return self.store.list_move_tasks(self.store.get_queue(dlq).id, limit)
 
     def cancel_move_task(self, handle: str) -> MoveTask:
-        for task in self.store.running_move_tasks():
+        for task in self.store.active_move_tasks():
             if task.handle == handle:
-                self.store.update_move_task(handle, moved=task.moved,
-                                            status=MoveTaskStatus.CANCELLED)
-                return task
+                self.store.set_move_task_status(handle, MoveTaskStatus.RUNNING,
+                                                MoveTaskStatus.CANCELLED)
+                return replace(task, status=MoveTaskStatus.CANCELLED)
         raise ValidationError("TaskHandle", "no running message move task has this handle")
 
     def advance_move_tasks(self, elapsed_s: float) -> int:
         """One step of every running move task: at most its rate × elapsed messages."""
         total = 0
-        for task in self.store.running_move_tasks():
+        for task in self.store.active_move_tasks():
             budget = 500 if task.max_per_second is None else task.max_per_second
             step = max(int(budget * elapsed_s), 1)
             n = self.store.move_messages(task.source_queue_id, task.destination_queue_id, step,
                                          self.clock.now_ms())
             total += n
-            done = n < step
-            self.store.update_move_task(
-                task.handle, moved=task.moved + n,
-                status=MoveTaskStatus.COMPLETED if done else MoveTaskStatus.RUNNING)
             if n:
+                self.store.add_move_task_progress(task.handle, n)
                 self._notify_destinations(task.source_queue_id, task.destination_queue_id)
+            if n < step:
+                try:
+                    self.store.set_move_task_status(task.handle, MoveTaskStatus.RUNNING,
+                                                    MoveTaskStatus.COMPLETED)
+                except ConflictError:
+                    pass  # cancelled meanwhile: that answer stands
         return total
 
     def queue_names(self, tasks: Sequence[MoveTask]) -> dict[int, str]:

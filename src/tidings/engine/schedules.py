@@ -44,12 +44,10 @@ from tidings.model.schedules import (
     TargetKind,
     check_name,
 )
-from tidings.notify.base import Notifier
+from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
 from tidings.store.base import NewSchedule, Store
 from tidings.targets.base import FiringContext, render_input
 from tidings.triggers import Trigger, parse_expression
-
-SCHEDULES_CHANNEL = "schedules"
 
 
 @lru_cache(maxsize=4096)

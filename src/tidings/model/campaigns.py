@@ -15,11 +15,11 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from tidings.errors import NotFoundError, ValidationError
 from tidings.model.schedules import check_name
+from tidings.model.states import CampaignStatus as CampaignStatus  # re-exported
 
 STEP_RE = re.compile(r"^[0-9a-zA-Z_.]{1,20}$")
 _CLEAN_ID = re.compile(r"^[0-9a-zA-Z\-_.]+$")
@@ -32,20 +32,6 @@ class CampaignNotFound(NotFoundError):
     """The campaign does not exist."""
 
     kind = "campaign"
-
-
-class CampaignStatus(StrEnum):
-    ACTIVE = "ACTIVE"
-    PAUSED = "PAUSED"  # every remaining schedule disabled
-    CANCELLED = "CANCELLED"  # every remaining schedule deleted; final
-
-
-#: Allowed status moves: a cancelled campaign stays cancelled (its schedules are gone).
-CAMPAIGN_TRANSITIONS: dict[CampaignStatus, frozenset[CampaignStatus]] = {
-    CampaignStatus.ACTIVE: frozenset({CampaignStatus.PAUSED, CampaignStatus.CANCELLED}),
-    CampaignStatus.PAUSED: frozenset({CampaignStatus.ACTIVE, CampaignStatus.CANCELLED}),
-    CampaignStatus.CANCELLED: frozenset(),
-}
 
 
 def check_campaign_name(name: str) -> str:

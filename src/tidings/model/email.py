@@ -13,30 +13,11 @@ from enum import StrEnum
 from typing import Any
 
 from tidings.errors import ValidationError
+from tidings.model.states import DELIVERIES
+from tidings.model.states import DeliveryState as DeliveryState  # re-exported: its home for users
 
-
-class DeliveryState(StrEnum):
-    QUEUED = "QUEUED"  # accepted; waiting for (another) attempt
-    SENT = "SENT"  # the relay accepted the message
-    SUPPRESSED = "SUPPRESSED"  # every recipient is on the suppression list: nothing sent
-    BOUNCED = "BOUNCED"  # the relay refused it permanently (5xx): never retried
-    FAILED = "FAILED"  # retries exhausted, or no relay to send through
-    RENDERING_FAILURE = "RENDERING_FAILURE"  # the template could not be rendered with the data
-
-
-#: Allowed moves of a delivery. A 4xx answer keeps it QUEUED (a retry follows); every other
-#: outcome is final. A final state never changes, so a late duplicate attempt (a job
-#: redelivered after its lease ran out) cannot turn SENT back into anything else.
-DELIVERY_TRANSITIONS: dict[DeliveryState, frozenset[DeliveryState]] = {
-    DeliveryState.QUEUED: frozenset(DeliveryState),
-    DeliveryState.SENT: frozenset(),
-    DeliveryState.SUPPRESSED: frozenset(),
-    DeliveryState.BOUNCED: frozenset(),
-    DeliveryState.FAILED: frozenset(),
-    DeliveryState.RENDERING_FAILURE: frozenset(),
-}
-
-FINAL_STATES = frozenset(s for s, nxt in DELIVERY_TRANSITIONS.items() if not nxt)
+#: Final delivery states: never changed again (see `tidings.model.states.DELIVERIES`).
+FINAL_STATES = DELIVERIES.final()
 
 
 class SuppressionReason(StrEnum):
@@ -80,10 +61,6 @@ class Delivery:
     detail: str | None = None  # the relay's reply or the error
     attempts: int = 0
     seq: int = 0  # log order, assigned by the store
-
-
-def can_transition(current: DeliveryState, new: DeliveryState) -> bool:
-    return new in DELIVERY_TRANSITIONS[current]
 
 
 # A pragmatic address check (RFC 5321 sizes, one @, no spaces or angle brackets): the relay

@@ -73,6 +73,24 @@ class SendResult:
 
 
 @dataclass(frozen=True)
+class PeekedMessage:
+    """A message as a peek shows it: read, not received (no lease, no receive counted)."""
+
+    row_id: int
+    message_id: str
+    body: str
+    attributes_json: str | None
+    sent_at: int
+    visible_at: int
+    leased: bool  # received at least once and its last lease not yet replaced
+    receive_count: int
+    first_received_at: int | None
+    group_id: str | None
+    source_queue_id: int | None
+    last_error: str | None
+
+
+@dataclass(frozen=True)
 class ReceivedMessage:
     message_id: str
     receipt_handle: str

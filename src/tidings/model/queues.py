@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tidings.errors import ValidationError
+from tidings.model.states import MoveTaskStatus
 
 MAX_VISIBILITY_S = 12 * 3600
 MAX_SQS_DELAY_S = 15 * 60
@@ -281,3 +282,39 @@ def validate_tags(tags: dict[str, str]) -> None:
             raise ValidationError("Tags", "a tag key must be 1-128 characters")
         if not isinstance(value, str) or len(value) > 256:
             raise ValidationError(f"Tags.{key}", "a tag value must be at most 256 characters")
+
+
+@dataclass(frozen=True)
+class QueueRecord:
+    """A stored queue: its id (what messages and receipts refer to) and attributes."""
+
+    id: int
+    name: str
+    attributes: QueueAttributes
+    created_at: int
+    modified_at: int
+    purged_at: int | None = None
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    """SQS's approximate counts: visible, in flight (leased) and delayed messages."""
+
+    visible: int
+    in_flight: int
+    delayed: int
+
+
+@dataclass(frozen=True)
+class MoveTask:
+    """A message move task (SQS StartMessageMoveTask): a DLQ drained at a rate."""
+
+    handle: str
+    source_queue_id: int
+    destination_queue_id: int | None  # None: each message back to the queue it came from
+    max_per_second: int | None
+    status: MoveTaskStatus
+    moved: int
+    to_move: int
+    started_at: int
+    failure_reason: str | None = None

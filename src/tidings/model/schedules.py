@@ -11,19 +11,15 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from tidings.errors import ValidationError
 from tidings.model.queues import check_range
+from tidings.model.states import ScheduleState as ScheduleState  # re-exported
 
 NAME_RE = re.compile(r"^[0-9a-zA-Z\-_.]{1,64}$")
 DEFAULT_GROUP = "default"
 MAX_INPUT_CHARS = 8192  # a queue message can be larger; keep Scheduler's own limit
-
-
-class ScheduleState(StrEnum):
-    ENABLED = "ENABLED"
-    DISABLED = "DISABLED"
 
 
 class ActionAfterCompletion(StrEnum):
@@ -36,14 +32,6 @@ class TargetKind(StrEnum):
     WEBHOOK = "webhook"  # HTTP POST, delivered through the delivery queue with retries
     FUNCTION = "function"  # a registered Python callable ("Lambda before dispatch")
     EMAIL = "email"  # templated email over SMTP
-
-
-#: Which schedule-state changes are allowed (`enable`/`disable`/`update`); a completed
-#: schedule (no next occurrence) keeps its state and simply has nothing due.
-SCHEDULE_TRANSITIONS: dict[ScheduleState, frozenset[ScheduleState]] = {
-    ScheduleState.ENABLED: frozenset({ScheduleState.ENABLED, ScheduleState.DISABLED}),
-    ScheduleState.DISABLED: frozenset({ScheduleState.ENABLED, ScheduleState.DISABLED}),
-}
 
 
 def check_name(field_name: str, value: str) -> str:
@@ -193,6 +181,28 @@ class ScheduleGroup:
     created_at: int
     modified_at: int
     tags: dict[str, str] = field(default_factory=dict)
+
+
+class ScheduleRow(NamedTuple):
+    """A schedule as the bulk path writes it (fan-out), valid by construction: a tuple in
+    the store's column order, so it goes to `executemany` or COPY as it is."""
+
+    group: str
+    name: str
+    state: str
+    expression: str
+    timezone: str
+    start_ms: int | None
+    end_ms: int | None
+    flexible_window_minutes: int | None
+    target: str  # `target_text` of the Target
+    action_after_completion: str
+    description: str | None
+    client_token: str | None
+    next_fire_at: int | None
+    due_at: int | None
+    created_at: int
+    modified_at: int
 
 
 def target_text(target: Target) -> str:

@@ -1,48 +1,103 @@
-"""The state machines of tidings, each an enum with its transitions in one place.
+"""The state machines of tidings: each an enum and its transitions, in this one module.
 
-A message's state is *derived* from its row, not stored: the visibility timeout is a lease
-column (`visible_at` + `lease_token`), so a lease that runs out makes the message visible
-again with no rescuer loop writing anything. Every write that depends on a state is a
-compare-and-set on those columns (see the SQL beside each store).
+Two kinds of machine:
+- *Stored status* (deliveries, message move tasks, campaigns): a status column. The
+  store changes it in one method per machine, which asks `StateMachine.check` here
+  first and then writes with a compare-and-set
+  (`UPDATE … WHERE key = ? AND status = <the status it read>`); a write that lost a race
+  to another writer changes nothing and raises `ConflictError`.
+- *Derived state* (messages): a message's state is read off its row, not stored. The
+  visibility timeout is a lease column (`visible_at` + `lease_token`), so a lease that
+  runs out makes the message visible again with no rescuer writing anything. Each
+  operation in `MESSAGE_TRANSITIONS` is one store method whose SQL guards the source
+  states (a stale receipt's lease token no longer matches; a receive only takes rows with
+  `visible_at <= now`); `tests/conformance/test_transitions.py` puts a message in every
+  state and checks each operation changes exactly the states this table allows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Generic, TypeVar
 
+from tidings.errors import ValidationError
+
+S = TypeVar("S", bound=StrEnum)
+
+
+class StateMachine(Generic[S]):
+    """A stored status and the moves allowed from each value."""
+
+    def __init__(self, name: str, moves: Mapping[S, frozenset[S]]) -> None:
+        self.name = name
+        self.moves = dict(moves)
+
+    def check(self, current: S, new: S) -> None:
+        """Refuse a move the machine does not allow (a 400 naming the status)."""
+        if new not in self.moves[current]:
+            raise ValidationError("Status", f"a {self.name} that is {current.value} cannot "
+                                  f"become {new.value}")
+
+    def final(self) -> frozenset[S]:
+        return frozenset(s for s, nxt in self.moves.items() if not nxt)
+
+
+# messages (derived) ----------------------------------------------------------------------
 
 class MessageState(StrEnum):
     DELAYED = "delayed"  # sent with a delay that has not run out; never received yet
     VISIBLE = "visible"  # can be received now
     IN_FLIGHT = "in_flight"  # received; its lease (visibility timeout) has not run out
-    DELETED = "deleted"  # acknowledged (terminal: the row is gone)
+    GONE = "gone"  # deleted, purged or expired: the row no longer exists
     DEAD_LETTERED = "dead_lettered"  # moved to the dead-letter queue (a new life there)
-    EXPIRED = "expired"  # older than the queue's retention period (terminal: the row is gone)
 
 
-#: Which operation moves a message from which state to which. The store SQL implements
-#: exactly these; `tests/unit/model/test_states.py` checks the table is closed.
-MESSAGE_TRANSITIONS: dict[tuple[MessageState, str], MessageState] = {
-    (MessageState.DELAYED, "delay_elapsed"): MessageState.VISIBLE,
-    (MessageState.VISIBLE, "receive"): MessageState.IN_FLIGHT,
-    (MessageState.IN_FLIGHT, "lease_expired"): MessageState.VISIBLE,
-    (MessageState.IN_FLIGHT, "change_visibility"): MessageState.IN_FLIGHT,
-    (MessageState.IN_FLIGHT, "release"): MessageState.VISIBLE,  # change_visibility(0)
-    (MessageState.IN_FLIGHT, "delete"): MessageState.DELETED,
+class MessageOp(StrEnum):
+    """Every write to a message, named after the store method that performs it."""
+
+    RECEIVE = "receive_messages"
+    CHANGE_VISIBILITY = "change_visibility"
+    DELETE = "delete_messages"
+    COMPLETE_JOB = "complete_jobs"  # delete + the job's done record, one transaction
+    DEAD_LETTER = "dead_letter"  # maxReceiveCount reached, inside a receive
+    EXPIRE = "expire_messages"
+    PURGE = "purge_queue"
+    MOVE = "move_messages"  # out of a DLQ (redrive / move task)
+
+
+_LIVE = frozenset({MessageState.DELAYED, MessageState.VISIBLE, MessageState.IN_FLIGHT})
+
+
+@dataclass(frozen=True)
+class MessageTransition:
+    sources: frozenset[MessageState]  # states the operation applies to; others: no change
+    target: MessageState
+
+
+MESSAGE_TRANSITIONS: dict[MessageOp, MessageTransition] = {
+    MessageOp.RECEIVE: MessageTransition(frozenset({MessageState.VISIBLE}),
+                                         MessageState.IN_FLIGHT),
+    # SQS: only an in-flight message's visibility can change; 0 releases it at once.
+    MessageOp.CHANGE_VISIBILITY: MessageTransition(frozenset({MessageState.IN_FLIGHT}),
+                                                   MessageState.IN_FLIGHT),
+    # Guarded by the receipt's lease token. As SQS documents, the receipt of the latest
+    # receive still deletes after its lease ran out, as long as nobody received the message
+    # again (it then looks VISIBLE); a receipt from an earlier receive deletes nothing.
+    MessageOp.DELETE: MessageTransition(frozenset({MessageState.IN_FLIGHT}),
+                                        MessageState.GONE),
+    MessageOp.COMPLETE_JOB: MessageTransition(frozenset({MessageState.IN_FLIGHT}),
+                                              MessageState.GONE),
     # maxReceiveCount is checked when a message would be received again: SQS moves it to
     # the DLQ instead of handing it out an extra time.
-    (MessageState.VISIBLE, "exceed_max_receives"): MessageState.DEAD_LETTERED,
-    (MessageState.DELAYED, "retention_elapsed"): MessageState.EXPIRED,
-    (MessageState.VISIBLE, "retention_elapsed"): MessageState.EXPIRED,
-    (MessageState.IN_FLIGHT, "retention_elapsed"): MessageState.EXPIRED,
-    (MessageState.VISIBLE, "purge"): MessageState.DELETED,
-    (MessageState.DELAYED, "purge"): MessageState.DELETED,
-    (MessageState.IN_FLIGHT, "purge"): MessageState.DELETED,
+    MessageOp.DEAD_LETTER: MessageTransition(frozenset({MessageState.VISIBLE}),
+                                             MessageState.DEAD_LETTERED),
+    MessageOp.EXPIRE: MessageTransition(_LIVE, MessageState.GONE),
+    MessageOp.PURGE: MessageTransition(_LIVE, MessageState.GONE),
+    # Redrive takes what is in the DLQ, in flight or not (SQS moves "all messages").
+    MessageOp.MOVE: MessageTransition(_LIVE, MessageState.VISIBLE),
 }
-
-TERMINAL_MESSAGE_STATES = frozenset(
-    {MessageState.DELETED, MessageState.DEAD_LETTERED, MessageState.EXPIRED}
-)
 
 
 def message_state(*, visible_at: int, leased: bool, now: int) -> MessageState:
@@ -52,29 +107,73 @@ def message_state(*, visible_at: int, leased: bool, now: int) -> MessageState:
     return MessageState.IN_FLIGHT if leased else MessageState.DELAYED
 
 
-def next_message_state(state: MessageState, operation: str) -> MessageState:
-    try:
-        return MESSAGE_TRANSITIONS[(state, operation)]
-    except KeyError:
-        raise ValueError(f"no transition {operation!r} from {state}") from None
+# schedules ------------------------------------------------------------------------------
 
+class ScheduleState(StrEnum):
+    ENABLED = "ENABLED"
+    DISABLED = "DISABLED"
+
+
+# Any state may be replaced by any other (UpdateSchedule is a full replace, pause and
+# resume flip a campaign's group): no table to check. What must not race is a schedule's
+# firing, a compare-and-set on (claim token, occurrence) in `complete_firings`.
+
+
+# email deliveries -----------------------------------------------------------------------
+
+class DeliveryState(StrEnum):
+    QUEUED = "QUEUED"  # accepted; waiting for (another) attempt
+    SENT = "SENT"  # the relay accepted the message
+    SUPPRESSED = "SUPPRESSED"  # every recipient is on the suppression list: nothing sent
+    BOUNCED = "BOUNCED"  # the relay refused it permanently (5xx): never retried
+    FAILED = "FAILED"  # retries exhausted
+    RENDERING_FAILURE = "RENDERING_FAILURE"  # the template could not be rendered with the data
+
+
+#: A 4xx answer keeps a delivery QUEUED (a retry follows); every other outcome is final,
+#: so a late duplicate attempt (a job redelivered after its lease ran out) cannot turn
+#: SENT back into anything else.
+DELIVERIES: StateMachine[DeliveryState] = StateMachine("delivery", {
+    DeliveryState.QUEUED: frozenset(DeliveryState),
+    DeliveryState.SENT: frozenset(),
+    DeliveryState.SUPPRESSED: frozenset(),
+    DeliveryState.BOUNCED: frozenset(),
+    DeliveryState.FAILED: frozenset(),
+    DeliveryState.RENDERING_FAILURE: frozenset(),
+})
+
+
+# message move tasks (SQS StartMessageMoveTask) ----------------------------------------
 
 class MoveTaskStatus(StrEnum):
-    """SQS message-move task statuses (ListMessageMoveTasks)."""
+    """SQS lists a CANCELLING status too; here a cancel is one compare-and-set, final at
+    once (a step already moving messages finishes them, and its COMPLETED loses)."""
 
     RUNNING = "RUNNING"
     COMPLETED = "COMPLETED"
-    CANCELLING = "CANCELLING"
     CANCELLED = "CANCELLED"
     FAILED = "FAILED"
 
 
-MOVE_TASK_TRANSITIONS: dict[MoveTaskStatus, frozenset[MoveTaskStatus]] = {
-    MoveTaskStatus.RUNNING: frozenset(
-        {MoveTaskStatus.COMPLETED, MoveTaskStatus.CANCELLED, MoveTaskStatus.FAILED}
-    ),
+MOVE_TASKS: StateMachine[MoveTaskStatus] = StateMachine("message move task", {
+    MoveTaskStatus.RUNNING: frozenset({MoveTaskStatus.COMPLETED, MoveTaskStatus.CANCELLED,
+                                       MoveTaskStatus.FAILED}),
     MoveTaskStatus.COMPLETED: frozenset(),
-    MoveTaskStatus.CANCELLING: frozenset({MoveTaskStatus.CANCELLED}),
     MoveTaskStatus.CANCELLED: frozenset(),
     MoveTaskStatus.FAILED: frozenset(),
-}
+})
+
+
+# campaigns ------------------------------------------------------------------------------
+
+class CampaignStatus(StrEnum):
+    ACTIVE = "ACTIVE"
+    PAUSED = "PAUSED"  # every remaining schedule disabled
+    CANCELLED = "CANCELLED"  # every remaining schedule deleted; final
+
+
+CAMPAIGNS: StateMachine[CampaignStatus] = StateMachine("campaign", {
+    CampaignStatus.ACTIVE: frozenset({CampaignStatus.PAUSED, CampaignStatus.CANCELLED}),
+    CampaignStatus.PAUSED: frozenset({CampaignStatus.ACTIVE, CampaignStatus.CANCELLED}),
+    CampaignStatus.CANCELLED: frozenset(),
+})

@@ -27,5 +27,9 @@ class Notifier(Protocol):
     def close(self) -> None: ...
 
 
+#: Woken when a schedule becomes due earlier than the dispatchers sleep to.
+SCHEDULES_CHANNEL = "schedules"
+
+
 def queue_channel(queue_id: int) -> str:
     return f"queue:{queue_id}"

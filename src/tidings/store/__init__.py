@@ -21,15 +21,18 @@ def sqlite_path(url: str) -> str:
     return rest[1:]
 
 
-def open_store(url: str, *, now: int) -> Store:
+def open_store(url: str, *, now: int, sqlite_synchronous: str = "NORMAL") -> Store:
+    """The store for `url`: `SqlStore` over the driver its scheme names."""
+    from tidings.store.sqlstore import SqlStore
+
     scheme = urlparse(url).scheme
     if scheme == "sqlite":
-        from tidings.store.sqlite import SQLiteStore
+        from tidings.store.drivers.sqlite import SQLiteDriver
 
-        return SQLiteStore(sqlite_path(url), now=now)
+        return SqlStore(SQLiteDriver(sqlite_path(url), now=now, synchronous=sqlite_synchronous))
     if scheme in ("postgresql", "postgres"):
-        from tidings.store.postgres import PostgresStore
+        from tidings.store.drivers.postgres import PostgresDriver
 
-        return PostgresStore(url, now=now)
+        return SqlStore(PostgresDriver(url, now=now))
     raise ValidationError("db", f"unsupported database URL scheme {scheme!r}; use sqlite:/// "
                           "or postgresql://")

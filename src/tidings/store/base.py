@@ -1,4 +1,4 @@
-"""The store contract: every backend (SQLite, PostgreSQL) implements this `Protocol`.
+"""The store contract: the one `Protocol` every backend satisfies (through `SqlStore`).
 
 Methods are named after the transitions they perform and take `now` from the caller (the
 engine's injected clock); the store never reads the wall clock. The contract is
@@ -6,10 +6,11 @@ synchronous: SQLite's driver is, psycopg 3 offers it too, and one flavour avoids
 methods. The async server bridges with a small thread pool sized by `max_concurrency`
 (1 for SQLite, which has one writer anyway).
 
-Invariants every backend keeps (the conformance suite in `tests/conformance` checks them):
-- every write that depends on a message's state is a compare-and-set on
-  (`visible_at`, `lease_token`), so a stale receipt can never delete or extend a message
-  someone else now holds;
+Invariants every backend keeps (`tests/conformance` checks them on both):
+- every write that depends on a state is a compare-and-set: a message's on its lease
+  (`visible_at`, `lease_token`), a firing's on (claim token, occurrence), a stored status
+  on the status it was read with (`tidings.model.states`), so a stale receipt, a lost
+  claim or a lost race never changes what someone else now holds;
 - a multi-row call is one transaction: all of it happens or none of it;
 - instants are integer UTC epoch milliseconds.
 """
@@ -20,36 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tidings.model.campaigns import CampaignRecord, CampaignStatus, Step
-from tidings.model.email import (
-    Delivery,
-    DeliveryState,
-    StoredTemplate,
-    Suppression,
-    SuppressionReason,
-)
-from tidings.model.messages import NewMessage
-from tidings.model.queues import QueueAttributes
+from tidings.model.campaigns import CampaignRecord, Step
+from tidings.model.email import Delivery, StoredTemplate, Suppression, SuppressionReason
+from tidings.model.messages import NewMessage, PeekedMessage
+from tidings.model.queues import MoveTask, QueueAttributes, QueueCounts, QueueRecord
 from tidings.model.receipts import Receipt
-from tidings.model.schedules import Schedule, ScheduleGroup, ScheduleSpec
-from tidings.model.states import MoveTaskStatus
+from tidings.model.schedules import Schedule, ScheduleGroup, ScheduleRow, ScheduleSpec
+from tidings.model.states import CampaignStatus, DeliveryState, MoveTaskStatus
 
-
-@dataclass(frozen=True)
-class QueueRecord:
-    id: int
-    name: str
-    attributes: QueueAttributes
-    created_at: int
-    modified_at: int
-    purged_at: int | None = None
-
-
-@dataclass(frozen=True)
-class QueueCounts:
-    visible: int
-    in_flight: int
-    delayed: int
+# queues ------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -112,19 +92,6 @@ class JobAck:
     job_id: str
 
 
-@dataclass(frozen=True)
-class MoveTask:
-    handle: str
-    source_queue_id: int
-    destination_queue_id: int | None  # None: each message back to the queue it came from
-    max_per_second: int | None
-    status: MoveTaskStatus
-    moved: int
-    to_move: int
-    started_at: int
-    failure_reason: str | None = None
-
-
 class QueueStore(Protocol):
     """Durable state of queues and messages."""
 
@@ -137,7 +104,6 @@ class QueueStore(Protocol):
         """Return the stored secret `key`, storing `make` first if there is none (atomic)."""
         ...
 
-    # queues -----------------------------------------------------------------------------
     def create_queue(self, name: str, attributes: QueueAttributes, now: int) -> QueueRecord:
         """Create, or return the existing queue when its attributes are the same (as SQS);
         a queue of that name with other attributes raises `ConflictError`."""
@@ -155,10 +121,8 @@ class QueueStore(Protocol):
     def dead_letter_sources(self, dlq_name: str) -> list[QueueRecord]: ...
     def queue_counts(self, queue_id: int, now: int) -> QueueCounts: ...
 
-    # messages -----------------------------------------------------------------------------
-    def send_messages(
-        self, queue_id: int, messages: Sequence[NewMessage], *, fifo: bool, now: int
-    ) -> list[StoredSend]:
+    def send_messages(self, queue_id: int, messages: Sequence[NewMessage], *, fifo: bool,
+                      now: int) -> list[StoredSend]:
         """Insert all messages in one transaction; FIFO duplicates within the window are
         acknowledged with the original's id and not stored again."""
         ...
@@ -174,9 +138,8 @@ class QueueStore(Protocol):
         """Delete by receipt; False where the lease token no longer matches (stale)."""
         ...
 
-    def change_visibility(
-        self, queue_id: int, changes: Sequence[VisibilityChange], now: int
-    ) -> list[bool]:
+    def change_visibility(self, queue_id: int, changes: Sequence[VisibilityChange],
+                          now: int) -> list[bool]:
         """Move the lease end of in-flight messages; False where not in flight or stale."""
         ...
 
@@ -185,41 +148,42 @@ class QueueStore(Protocol):
         crash cannot separate the acknowledgement from the idempotency record."""
         ...
 
+    def peek_messages(self, queue_id: int, after: tuple[int, int] | None,
+                      limit: int) -> list[PeekedMessage]:
+        """Messages in the order a receive would take them (visible_at, then row id),
+        keyset-paged after (visible_at, row id); reading changes nothing."""
+        ...
+
     def jobs_done(self, queue_id: int, job_ids: Sequence[str]) -> set[str]: ...
     def next_visible_at(self, queue_id: int, now: int) -> int | None:
         """The earliest instant after `now` at which a message of the queue becomes visible."""
         ...
 
-    # maintenance -----------------------------------------------------------------------------
     def expire_messages(self, now: int, limit: int) -> int:
         """Delete up to `limit` messages past their queue's retention period."""
         ...
 
     def forget_jobs(self, done_before: int, limit: int) -> int: ...
-    def move_messages(
-        self, source_queue_id: int, destination_queue_id: int | None, limit: int, now: int
-    ) -> int:
+    def move_messages(self, source_queue_id: int, destination_queue_id: int | None,
+                      limit: int, now: int) -> int:
         """Move up to `limit` messages out of a DLQ (oldest first), made visible at once
         with a fresh receive count; to their original queue when destination is None."""
         ...
 
     def create_move_task(self, task: MoveTask) -> None: ...
     def list_move_tasks(self, source_queue_id: int, limit: int) -> list[MoveTask]: ...
-    def running_move_tasks(self) -> list[MoveTask]: ...
-    def update_move_task(
-        self, handle: str, *, moved: int, status: MoveTaskStatus, failure_reason: str | None = None
-    ) -> bool:
-        """Set progress/status if the task is still RUNNING (compare-and-set)."""
+    def active_move_tasks(self) -> list[MoveTask]:
+        """The RUNNING tasks: those the sweeper still advances."""
+        ...
+
+    def add_move_task_progress(self, handle: str, moved: int) -> None: ...
+    def set_move_task_status(self, handle: str, current: MoveTaskStatus,
+                             new: MoveTaskStatus, failure_reason: str | None = None) -> None:
+        """Compare-and-set; `ConflictError` when the task is no longer `current`."""
         ...
 
 
 # schedules ---------------------------------------------------------------------------------
-
-#: A schedule as the bulk path stores it: (group, name, state, expression, timezone,
-#: start_ms, end_ms, flexible window minutes, target JSON (`target_text`), action after
-#: completion, description, client token, next_fire_at, due_at, created_at, modified_at).
-ScheduleRow = tuple[str, str, str, str, str, int | None, int | None, int | None, str, str,
-                    str | None, str | None, int | None, int | None, int, int]
 
 
 @dataclass(frozen=True)
@@ -253,7 +217,7 @@ class Firing:
 
 
 class ScheduleStore(Protocol):
-    """Schedules and groups; part of every backend beside the queue methods above."""
+    """Schedules and schedule groups."""
 
     def create_group(self, name: str, tags: dict[str, str], now: int) -> bool: ...
     def get_group(self, name: str) -> ScheduleGroup: ...
@@ -270,10 +234,10 @@ class ScheduleStore(Protocol):
 
     def insert_schedule_rows(self, rows: Sequence[ScheduleRow],
                              campaign: str | None = None) -> int:
-        """The fastest bulk path, for rows valid by construction (fan-out): tuples in the
-        column order of `ScheduleRow`; existing (group, name) pairs are skipped. Returns how
-        many rows went in, and adds that to the campaign's count of created schedules in the
-        same transaction (so a crash cannot separate the two). One transaction."""
+        """The fastest bulk path, for rows valid by construction (fan-out); existing
+        (group, name) pairs are skipped. Returns how many rows went in, and adds that to
+        the campaign's count of created schedules in the same transaction (so a crash
+        cannot separate the two). One transaction."""
         ...
 
     def get_schedule(self, group: str, name: str) -> Schedule: ...
@@ -293,9 +257,22 @@ class ScheduleStore(Protocol):
         ...
 
     def count_schedules(self) -> int: ...
+    def disabled_schedules(self, group: str, after: str, limit: int,
+                           ) -> list[tuple[str, int | None, int | None]]:
+        """A page of the group's disabled schedules by name: (name, next_fire_at,
+        flexible window minutes)."""
+        ...
+
+    def schedule_state_counts(self, group: str) -> dict[str, int]: ...
+    def firing_counts(self, start_ms: int, end_ms: int, bucket_ms: int, *,
+                      by_occurrence: bool = False) -> list[tuple[int, str, int]]:
+        """(bucket start, target kind, count) of enabled schedules due in [start, end):
+        by due_at (after flexible offsets) or, with `by_occurrence`, by next_fire_at."""
+        ...
 
 
 # email -------------------------------------------------------------------------------------
+
 
 class EmailStore(Protocol):
     """Templates, the suppression list and the delivery log (`tidings.email`)."""
@@ -326,13 +303,13 @@ class EmailStore(Protocol):
         ...
 
     def record_deliveries(self, deliveries: Sequence[Delivery]) -> list[bool]:
-        """Insert each, or move the existing row if it is still QUEUED (compare-and-set);
-        one transaction."""
+        """Insert each, or move the existing row if it is still QUEUED (compare-and-set:
+        False where it was already final); one transaction."""
         ...
 
-    def update_delivery(self, delivery_id: str, state: DeliveryState, detail: str | None,
-                        attempts: int, now: int) -> bool:
-        """Change a QUEUED delivery; False when it is missing or already final."""
+    def update_delivery(self, delivery_id: str, current: DeliveryState, new: DeliveryState,
+                        detail: str | None, attempts: int, now: int) -> bool:
+        """Compare-and-set from `current`; False when it is missing or no longer `current`."""
         ...
 
     def get_delivery(self, delivery_id: str) -> Delivery | None: ...
@@ -342,12 +319,17 @@ class EmailStore(Protocol):
         """Newest first; `before` is the `seq` of the previous page's last row."""
         ...
 
+    def delivery_state_counts(self, schedule_prefix: str) -> dict[str, int]:
+        """Delivery-log rows whose `schedule` starts with the prefix, by state."""
+        ...
+
 
 # campaigns ---------------------------------------------------------------------------------
 
+
 class CampaignStore(Protocol):
-    """Campaign records and the group-wide schedule operations campaigns need
-    (`tidings.engine.campaigns`, `tidings.engine.fanout`)."""
+    """Campaign records, and the changes of status that act on the campaign's schedules in
+    the same transaction (so a pause, a resume and a cancel cannot interleave)."""
 
     def create_campaign(self, record: CampaignRecord) -> bool:
         """Insert; False when a campaign of that name exists (left untouched)."""
@@ -362,34 +344,22 @@ class CampaignStore(Protocol):
         schedules created add up."""
         ...
 
-    def set_campaign_status(self, name: str, status: CampaignStatus, now: int) -> None: ...
-    def add_campaign_cancelled(self, name: str, count: int, now: int) -> None: ...
-    def pause_group_schedules(self, group: str, now: int) -> int:
-        """Disable every enabled schedule of the group (due_at NULL) in one statement."""
+    def set_campaign_status(self, name: str, current: CampaignStatus, new: CampaignStatus,
+                            now: int) -> int:
+        """Compare-and-set the status (`ConflictError` when it is no longer `current`) and,
+        in the same transaction, disable the group's schedules (PAUSED) or delete them
+        and count them as cancelled (CANCELLED); returns how many schedules changed."""
         ...
 
-    def paused_schedules(self, group: str, after: str, limit: int,
-                         ) -> list[tuple[str, int | None, int | None]]:
-        """A page of the group's disabled schedules by name: (name, next_fire_at,
-        flexible window minutes)."""
+    def enable_campaign_schedules(self, name: str, dues: Sequence[tuple[str, int | None]],
+                                  now: int) -> int:
+        """Enable the named disabled schedules with their new due_at, only while the
+        campaign is ACTIVE (`ConflictError` otherwise); returns how many."""
         ...
 
-    def enable_schedules(self, group: str, dues: Sequence[tuple[str, int | None]],
-                         now: int) -> int:
-        """Enable the named disabled schedules with their new due_at; returns how many."""
-        ...
-
-    def delete_named_schedules(self, group: str, names: Sequence[str]) -> int: ...
-    def delete_schedules_in_group(self, group: str) -> int: ...
-    def group_state_counts(self, group: str) -> dict[str, int]: ...
-    def delivery_state_counts(self, schedule_prefix: str) -> dict[str, int]:
-        """Delivery-log rows whose `schedule` starts with the prefix, by state."""
-        ...
-
-    def firing_counts(self, start_ms: int, end_ms: int, bucket_ms: int, *,
-                      by_occurrence: bool = False) -> list[tuple[int, str, int]]:
-        """(bucket start, target kind, count) of enabled schedules due in [start, end):
-        by due_at (after flexible offsets) or, with `by_occurrence`, by next_fire_at."""
+    def cancel_campaign_schedules(self, name: str, schedule_names: Sequence[str],
+                                  now: int) -> int:
+        """Delete the named schedules and count them as cancelled; returns how many."""
         ...
 
 

@@ -1,21 +1,23 @@
 """Numbered schema migrations, applied on open and recorded in `schema_migrations`.
 
-Each backend keeps its own `sql/<backend>/NNNN_name.sql` files. A migration runs in one
-transaction with its record, and the check of what is applied happens inside that
-transaction, so two processes opening a new database at once apply each step once.
+Each backend keeps its own `sql/<backend>/NNNN_name.sql` files, with the same numbers and
+names (a test checks both give the same tables, columns, indexes and constraints). All
+pending steps run in one transaction with their records, under the driver's lock (an
+advisory lock on PostgreSQL; SQLite's `BEGIN IMMEDIATE` serialises by itself), so nodes
+opening a new database together apply each step once.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tidings.store.sqlfiles import migrations
 
-CREATE_TABLE = (
-    "CREATE TABLE IF NOT EXISTS schema_migrations ("
-    " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
-)
+if TYPE_CHECKING:
+    from tidings.store.driver import Driver
+
+MIGRATION_LOCK = 7133000
 
 
 def split_statements(script: str) -> list[str]:
@@ -24,59 +26,29 @@ def split_statements(script: str) -> list[str]:
     for line in script.splitlines(keepends=True):
         buf += line
         if sqlite3.complete_statement(buf):
-            if buf.strip(" \n;") and not all(
-                ln.strip().startswith("--") or not ln.strip() for ln in buf.splitlines()
-            ):
-                statements.append(buf.strip())
+            statements.append(buf)
             buf = ""
-    if buf.strip() and not all(
-        ln.strip().startswith("--") or not ln.strip() for ln in buf.splitlines()
-    ):
-        statements.append(buf.strip())
-    return statements
+    statements.append(buf)
+    return [s.strip() for s in statements if not _only_comments(s)]
 
 
-def migrate_sqlite(conn: sqlite3.Connection, now: int) -> list[int]:
-    """Apply pending SQLite migrations; return the versions applied by this call."""
-    conn.execute(CREATE_TABLE)
+def _only_comments(text: str) -> bool:
+    return all(not ln.strip() or ln.strip().startswith("--") for ln in text.splitlines())
+
+
+def migrate(driver: Driver, now: int) -> list[int]:
+    """Apply pending migrations; return the versions applied by this call."""
+    q = driver.queries
     done: list[int] = []
-    for version, name, script in migrations("sqlite"):
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            row = conn.execute(
-                "SELECT 1 FROM schema_migrations WHERE version = ?", (version,)
-            ).fetchone()
-            if row is None:
-                for statement in split_statements(script):
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)",
-                    (version, name, now),
-                )
-                done.append(version)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    return done
-
-
-def migrate_postgres(conn: Any, now: int) -> list[int]:
-    """Apply pending PostgreSQL migrations, all in one transaction under an advisory lock,
-    so nodes starting together apply each step once."""
-    done: list[int] = []
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(7133000)")
-        conn.execute(CREATE_TABLE.replace("INTEGER", "BIGINT"))
-        applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
-        for version, name, script in migrations("postgres"):
+    with driver.tx() as conn:
+        driver.lock(conn, MIGRATION_LOCK)
+        conn.execute(q["create_migrations_table"])
+        applied = {row[0] for row in conn.execute(q["applied_migrations"])}
+        for version, name, script in migrations(driver.name):
             if version in applied:
                 continue
             for statement in split_statements(script):
                 conn.execute(statement)
-            conn.execute(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s)",
-                (version, name, now),
-            )
+            conn.execute(q["record_migration"], (version, name, now))
             done.append(version)
     return done

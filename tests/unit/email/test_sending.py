@@ -10,7 +10,8 @@ from tidings.email.sesv2 import parse_send_email, send_email_document
 from tidings.email.smtp import RelayConfig, TokenBucket
 from tidings.email.unsubscribe import UnsubscribeTokens
 from tidings.errors import ValidationError
-from tidings.model.email import DELIVERY_TRANSITIONS, FINAL_STATES, DeliveryState
+from tidings.model.email import FINAL_STATES, DeliveryState
+from tidings.model.states import DELIVERIES
 
 DOC = {
     "FromEmailAddress": "News <news@example.com>",
@@ -104,4 +105,4 @@ def test_token_bucket_paces_in_arrival_order() -> None:
 def test_final_delivery_states_never_change() -> None:
     assert DeliveryState.QUEUED not in FINAL_STATES
     assert FINAL_STATES == frozenset(DeliveryState) - {DeliveryState.QUEUED}
-    assert all(not DELIVERY_TRANSITIONS[s] for s in FINAL_STATES)
+    assert all(not DELIVERIES.moves[s] for s in FINAL_STATES)

@@ -18,7 +18,7 @@ from tidings.engine.coalesce import coalescer
 from tidings.errors import ValidationError
 from tidings.model.digests import md5_of_attributes
 from tidings.model.messages import OutgoingMessage, ReceivedMessage, validate_batch_ids
-from tidings.model.queues import QueueAttributes
+from tidings.model.queues import MoveTask, QueueAttributes, QueueRecord
 from tidings.server.aws.arns import Naming, name_from_arn, name_from_url
 from tidings.server.aws.sqs_protocol import (
     SqsError,
@@ -30,7 +30,6 @@ from tidings.server.aws.sqs_protocol import (
     string_list,
     string_map,
 )
-from tidings.store.base import MoveTask, QueueRecord
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
 from tidings.engine.queues import QueueService
-from tidings.model.states import MoveTaskStatus
+from tidings.model.queues import MoveTask
 from tidings.server.native.deps import Ctx, errors
 from tidings.server.native.models import (
     CreateQueueIn,
@@ -24,7 +23,6 @@ from tidings.server.native.models import (
     TagsIn,
 )
 from tidings.server.native.views import move_task_json, queue_json
-from tidings.store.base import MoveTask
 
 router = APIRouter(prefix="/v1", tags=["queues"])
 
@@ -64,7 +62,7 @@ def _list_tasks(q: QueueService, name: str, limit: int) -> list[dict[str, Any]]:
 
 def _cancel_task(q: QueueService, handle: str) -> dict[str, Any]:
     task = q.cancel_move_task(handle)
-    return _task_json(q, [replace(task, status=MoveTaskStatus.CANCELLED)])[0]
+    return _task_json(q, [task])[0]
 
 
 @router.post("/queues", status_code=status.HTTP_201_CREATED, response_model=QueueOut,

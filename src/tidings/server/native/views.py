@@ -16,7 +16,7 @@ from tidings.engine.queues import BatchFailure
 from tidings.errors import ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.messages import ReceivedMessage, SendResult
-from tidings.store.base import MoveTask, QueueCounts, QueueRecord
+from tidings.model.queues import MoveTask, QueueCounts, QueueRecord
 
 
 def queue_json(record: QueueRecord, counts: QueueCounts | None = None) -> dict[str, Any]:

@@ -1,5 +1,42 @@
--- Named queries of the PostgreSQL store; each block starts with "-- name: <name>".
--- All values are bound parameters (%s, psycopg 3).
+-- Named queries of the PostgreSQL driver; each block starts with "-- name: <name>".
+-- The names and the order of their parameters are the same as SQLite's, so `SqlStore`
+-- runs either file. All values are bound parameters (%s, psycopg 3); a list travels as one
+-- array. Statements run by `run_each` take each column of their rows as an array (unnest)
+-- and return the key (the first columns) of every row they changed. Text is ordered with
+-- COLLATE "C" (code-point order), as SQLite orders it, whatever the database's collation.
+
+-- ---------------------------------------------------------------------------------------
+-- migrations and plumbing
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version bigint PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL);
+
+-- name: applied_migrations
+SELECT version FROM schema_migrations;
+
+-- name: record_migration
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s);
+
+-- name: savepoint
+SAVEPOINT bulk;
+
+-- name: release_savepoint
+RELEASE SAVEPOINT bulk;
+
+-- name: rollback_to_savepoint
+ROLLBACK TO SAVEPOINT bulk;
+
+-- name: lock
+-- Transaction-scoped: released with the transaction, also when its node dies.
+SELECT pg_advisory_xact_lock(%s);
+
+-- name: try_lock
+SELECT pg_try_advisory_xact_lock(%s);
+
+-- name: notify
+-- Delivered at commit to every node's PostgresNotifier (LISTEN tidings).
+SELECT pg_notify('tidings', %s);
 
 -- name: get_meta
 SELECT value FROM meta WHERE key = %s;
@@ -7,14 +44,30 @@ SELECT value FROM meta WHERE key = %s;
 -- name: put_meta_if_absent
 INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING;
 
+-- ---------------------------------------------------------------------------------------
+-- queues
+
 -- name: insert_queue
 INSERT INTO queues (name, fifo, attributes, created_at, modified_at)
 VALUES (%s, %s, %s, %s, %s)
 ON CONFLICT (name) DO NOTHING
 RETURNING id;
 
--- name: queue_columns
-SELECT id, name, attributes, created_at, modified_at, purged_at FROM queues;
+-- name: queue_by_name
+SELECT id, name, attributes, created_at, modified_at, purged_at FROM queues WHERE name = %s;
+
+-- name: queue_by_id
+SELECT id, name, attributes, created_at, modified_at, purged_at FROM queues WHERE id = %s;
+
+-- name: list_queues
+-- Prefix match by range, [prefix, prefix + U+10FFFF), then keyset after the last name.
+SELECT id, name, attributes, created_at, modified_at, purged_at FROM queues
+WHERE name COLLATE "C" >= %s AND name COLLATE "C" < %s AND name COLLATE "C" > %s
+ORDER BY name COLLATE "C" LIMIT %s;
+
+-- name: dead_letter_sources
+SELECT id, name, attributes, created_at, modified_at, purged_at FROM queues
+WHERE (attributes::jsonb -> 'redrive_policy' ->> 'dead_letter_queue') = %s ORDER BY name;
 
 -- name: update_queue
 UPDATE queues SET attributes = %s, modified_at = %s WHERE name = %s;
@@ -34,10 +87,12 @@ DELETE FROM job_results WHERE queue_id = %s;
 -- name: delete_queue_counts
 DELETE FROM queue_counts WHERE queue_id = %s;
 
--- name: purge_queue
+-- name: set_purged_at
 UPDATE queues SET purged_at = %s WHERE id = %s;
 
 -- name: add_count
+-- (queue, shard, n): every node adds to a random shard row, so concurrent sends and
+-- deletes do not queue up behind one hot row lock.
 INSERT INTO queue_counts (queue_id, shard, n) VALUES (%s, %s, %s)
 ON CONFLICT (queue_id, shard) DO UPDATE SET n = queue_counts.n + excluded.n;
 
@@ -47,6 +102,9 @@ SELECT COALESCE(SUM(n), 0) FROM queue_counts WHERE queue_id = %s;
 -- name: not_visible_counts
 SELECT COUNT(*) FILTER (WHERE lease_token IS NOT NULL), COUNT(*) FILTER (WHERE lease_token IS NULL)
 FROM messages WHERE queue_id = %s AND visible_at > %s;
+
+-- ---------------------------------------------------------------------------------------
+-- messages
 
 -- name: find_dedup
 SELECT message_id, sequence_number FROM fifo_dedup
@@ -62,12 +120,24 @@ ON CONFLICT (queue_id, deduplication_id) DO UPDATE SET
 -- name: insert_message
 INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
                       visible_at, sent_at, expires_at, group_id, deduplication_id)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
+
+-- name: insert_message_returning
+-- FIFO sends need the row id: it is the message's SequenceNumber.
+INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
+                      visible_at, sent_at, expires_at, group_id, deduplication_id)
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 RETURNING id;
 
+-- name: copy_messages
+-- The bulk path for a firing batch's messages.
+COPY messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
+               visible_at, sent_at, expires_at, group_id, deduplication_id) FROM STDIN;
+
 -- name: send_messages
--- A whole send in one statement (data-modifying CTEs all run): the rows, the counter and
--- the wake-up. Binary parameters: the arrays travel with no text escaping of the bodies.
+-- A standard queue's whole send in one statement (data-modifying CTEs all run): the rows,
+-- the counter and the wake-up. Binary parameters: the arrays travel with no text escaping
+-- of the bodies.
 WITH sent AS (
     INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
                           visible_at, sent_at, expires_at, group_id)
@@ -85,32 +155,39 @@ WITH sent AS (
 )
 SELECT pg_notify('tidings', %b);
 
--- name: copy_messages
-COPY messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
-               visible_at, sent_at, expires_at, group_id, deduplication_id) FROM STDIN;
+-- name: receive_simple
+-- A standard queue without a redrive policy: one statement. SKIP LOCKED: concurrent
+-- receivers on other nodes take other rows instead of waiting.
+UPDATE messages
+SET visible_at = %b, lease_token = %b, receive_count = receive_count + 1,
+    first_received_at = COALESCE(first_received_at, %b)
+WHERE id IN (SELECT id FROM messages
+             WHERE queue_id = %b AND visible_at <= %b AND expires_at > %b
+             ORDER BY visible_at LIMIT %b
+             FOR UPDATE SKIP LOCKED)
+RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
+          receive_count, first_received_at, sent_at, group_id, deduplication_id,
+          source_queue_id, last_error;
 
 -- name: receive_candidates
--- SKIP LOCKED: concurrent receivers on other nodes take other rows instead of waiting.
 SELECT id, receive_count FROM messages
-WHERE queue_id = %s AND visible_at <= %s AND expires_at > %s
+WHERE queue_id = %(queue)s AND visible_at <= %(now)s AND expires_at > %(now)s
 ORDER BY visible_at
-LIMIT %s
+LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
--- name: lock_fifo_queue
--- FIFO receives of one queue are serialised (transaction-scoped advisory lock): the
--- "nothing of this group in flight" check must not race another node's receive.
-SELECT pg_advisory_xact_lock(7133001, %s::int);
-
 -- name: receive_candidates_fifo
+-- A group with any message in flight is skipped whole. FIFO receives of one queue are
+-- serialised by an advisory lock (see `SqlQueues.receive_messages`), so this check
+-- cannot race another node's receive.
 SELECT m.id, m.receive_count FROM messages AS m
-WHERE m.queue_id = %s AND m.visible_at <= %s AND m.expires_at > %s
+WHERE m.queue_id = %(queue)s AND m.visible_at <= %(now)s AND m.expires_at > %(now)s
   AND NOT EXISTS (
       SELECT 1 FROM messages AS b
       WHERE b.queue_id = m.queue_id AND b.group_id = m.group_id
-        AND b.visible_at > %s AND b.lease_token IS NOT NULL)
+        AND b.visible_at > %(now)s AND b.lease_token IS NOT NULL)
 ORDER BY m.id
-LIMIT %s
+LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED;
 
 -- name: lease_messages
@@ -123,16 +200,23 @@ RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attribute
           source_queue_id, last_error;
 
 -- name: dead_letter_messages
+-- maxReceiveCount reached: the message starts a new life in the DLQ, visible at once, its
+-- retention still counted from the original send (as SQS does for standard queues).
 UPDATE messages
 SET queue_id = %s, source_queue_id = queue_id, visible_at = %s, lease_token = NULL,
     receive_count = 0, first_received_at = NULL, expires_at = GREATEST(sent_at + %s, sent_at)
 WHERE id = ANY(%s);
 
 -- name: delete_message
-DELETE FROM messages WHERE id = %s AND queue_id = %s AND lease_token = %s;
+-- (id, queue, lease token)[]: a stale receipt's token no longer matches.
+DELETE FROM messages AS m
+USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS r(id, queue_id, token)
+WHERE m.id = r.id AND m.queue_id = r.queue_id AND m.lease_token = r.token
+RETURNING m.id;
 
 -- name: delete_messages
--- Delete by receipts and adjust the counter in one statement; RETURNING says which went.
+-- The delete of a batch of receipts and its count in one statement (committing on its
+-- own); RETURNING says which went.
 WITH gone AS (
     DELETE FROM messages AS m
     USING unnest(%b::bigint[], %b::bigint[]) AS r(id, token)
@@ -145,28 +229,32 @@ WITH gone AS (
 )
 SELECT id FROM gone;
 
--- name: receive_simple
--- The receive of a standard queue without a redrive policy: one statement.
-UPDATE messages
-SET visible_at = %b, lease_token = %b, receive_count = receive_count + 1,
-    first_received_at = COALESCE(first_received_at, %b)
-WHERE id IN (SELECT id FROM messages
-             WHERE queue_id = %b AND visible_at <= %b AND expires_at > %b
-             ORDER BY visible_at LIMIT %b
-             FOR UPDATE SKIP LOCKED)
-RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
-          receive_count, first_received_at, sent_at, group_id, deduplication_id,
-          source_queue_id, last_error;
-
 -- name: change_visibility
-UPDATE messages SET visible_at = %s, last_error = COALESCE(%s, last_error)
-WHERE id = %s AND queue_id = %s AND lease_token = %s AND visible_at > %s;
+-- (id, visible at, error, queue, lease token, now)[]: only while in flight on this lease.
+UPDATE messages AS m SET visible_at = c.visible_at, last_error = COALESCE(c.error, m.last_error)
+FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[])
+     AS c(id, visible_at, error, queue_id, token, now)
+WHERE m.id = c.id AND m.queue_id = c.queue_id AND m.lease_token = c.token
+  AND m.visible_at > c.now
+RETURNING m.id;
 
 -- name: put_job_result
-INSERT INTO job_results (queue_id, job_id, done_at) VALUES (%s, %s, %s)
-ON CONFLICT (queue_id, job_id) DO NOTHING;
+-- (job id, queue, done at)[]
+INSERT INTO job_results (queue_id, job_id, done_at)
+SELECT queue_id, job_id, done_at
+FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS j(job_id, queue_id, done_at)
+ON CONFLICT (queue_id, job_id) DO NOTHING
+RETURNING job_id;
 
--- name: job_done
+-- name: peek_messages
+-- In receive order (messages_ready), keyset-paged; lease_token is whether it was leased.
+SELECT id, message_id, body, attributes, sent_at, visible_at, lease_token IS NOT NULL,
+       receive_count, first_received_at, group_id, source_queue_id, last_error
+FROM messages
+WHERE queue_id = %(queue)s AND (visible_at, id) > (%(after_visible)s, %(after_id)s)
+ORDER BY visible_at, id LIMIT %(limit)s;
+
+-- name: jobs_done
 SELECT job_id FROM job_results WHERE queue_id = %s AND job_id = ANY(%s);
 
 -- name: next_visible_at
@@ -185,11 +273,6 @@ DELETE FROM fifo_dedup WHERE expires_at <= %s;
 DELETE FROM job_results WHERE (queue_id, job_id) IN (
     SELECT queue_id, job_id FROM job_results WHERE done_at < %s LIMIT %s);
 
--- name: try_maintenance_lock
--- Maintenance runs on one node at a time: whoever holds this (transaction-scoped) lock
--- sweeps this round; when that node dies its lock dies with its transaction.
-SELECT pg_try_advisory_xact_lock(7133002);
-
 -- name: movable_messages
 SELECT id, source_queue_id FROM messages WHERE queue_id = %s ORDER BY id LIMIT %s
 FOR UPDATE SKIP LOCKED;
@@ -200,6 +283,9 @@ SET queue_id = %s, visible_at = %s, lease_token = NULL, receive_count = 0,
     first_received_at = NULL, source_queue_id = NULL
 WHERE id = %s;
 
+-- ---------------------------------------------------------------------------------------
+-- message move tasks
+
 -- name: insert_move_task
 INSERT INTO move_tasks (handle, source_queue_id, destination_queue_id, max_per_second, status,
                         moved, to_move, started_at, failure_reason)
@@ -208,19 +294,21 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s);
 -- name: list_move_tasks
 SELECT handle, source_queue_id, destination_queue_id, max_per_second, status, moved, to_move,
        started_at, failure_reason
-FROM move_tasks WHERE source_queue_id = %s ORDER BY started_at DESC, created_seq DESC LIMIT %s;
+FROM move_tasks WHERE source_queue_id = %s
+ORDER BY started_at DESC, seq DESC LIMIT %s;
 
--- name: running_move_tasks
+-- name: active_move_tasks
 SELECT handle, source_queue_id, destination_queue_id, max_per_second, status, moved, to_move,
        started_at, failure_reason
 FROM move_tasks WHERE status = 'RUNNING' ORDER BY started_at;
 
--- name: update_move_task
-UPDATE move_tasks SET moved = %s, status = %s, failure_reason = %s
-WHERE handle = %s AND status = 'RUNNING';
+-- name: add_move_task_progress
+UPDATE move_tasks SET moved = moved + %s WHERE handle = %s;
 
--- name: notify
-SELECT pg_notify('tidings', %s);
+-- name: set_move_task_status
+-- Compare-and-set on the status the caller read.
+UPDATE move_tasks SET status = %s, failure_reason = COALESCE(%s, failure_reason)
+WHERE handle = %s AND status = %s;
 
 -- ---------------------------------------------------------------------------------------
 -- schedules
@@ -229,8 +317,13 @@ SELECT pg_notify('tidings', %s);
 INSERT INTO schedule_groups (name, created_at, modified_at, tags) VALUES (%s, %s, %s, %s)
 ON CONFLICT (name) DO NOTHING;
 
--- name: group_columns
-SELECT name, created_at, modified_at, tags FROM schedule_groups;
+-- name: group_by_name
+SELECT name, created_at, modified_at, tags FROM schedule_groups WHERE name = %s;
+
+-- name: list_groups
+SELECT name, created_at, modified_at, tags FROM schedule_groups
+WHERE name COLLATE "C" >= %s AND name COLLATE "C" < %s AND name COLLATE "C" > %s
+ORDER BY name COLLATE "C" LIMIT %s;
 
 -- name: delete_group
 DELETE FROM schedule_groups WHERE name = %s;
@@ -264,11 +357,43 @@ SELECT group_name, name, state, expression, timezone, start_at, end_at, flex_min
 FROM schedules_in
 ON CONFLICT (group_name, name) DO NOTHING;
 
--- name: schedule_columns
+-- name: insert_schedule
+-- ScheduleRow's columns, each as an array; returns the (group, name) of the rows that went in.
+INSERT INTO schedules (group_name, name, state, expression, timezone, start_at, end_at,
+                       flex_minutes, target, action_after_completion, description, client_token,
+                       next_fire_at, due_at, created_at, modified_at)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                     %s::bigint[], %s::bigint[], %s::integer[], %s::text[], %s::text[],
+                     %s::text[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[],
+                     %s::bigint[])
+ON CONFLICT (group_name, name) DO NOTHING
+RETURNING group_name, name;
+
+-- name: schedule_by_name
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
        last_fired_at, created_at, modified_at
-FROM schedules;
+FROM schedules WHERE group_name = %s AND name = %s;
+
+-- name: list_schedules
+-- Every group, keyset-paged by (group, name) after the last row of the previous page.
+SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
+       target, action_after_completion, description, client_token, next_fire_at, due_at,
+       last_fired_at, created_at, modified_at
+FROM schedules
+WHERE name COLLATE "C" >= %(lo)s AND name COLLATE "C" < %(hi)s
+  AND (%(state)s::text IS NULL OR state = %(state)s)
+  AND (group_name COLLATE "C", name COLLATE "C") > (%(after_group)s, %(after_name)s)
+ORDER BY group_name COLLATE "C", name COLLATE "C" LIMIT %(limit)s;
+
+-- name: list_group_schedules
+SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
+       target, action_after_completion, description, client_token, next_fire_at, due_at,
+       last_fired_at, created_at, modified_at
+FROM schedules
+WHERE group_name = %(group)s AND name COLLATE "C" >= %(lo)s AND name COLLATE "C" < %(hi)s
+  AND name COLLATE "C" > %(after_name)s AND (%(state)s::text IS NULL OR state = %(state)s)
+ORDER BY name COLLATE "C" LIMIT %(limit)s;
 
 -- name: replace_schedule
 UPDATE schedules
@@ -284,7 +409,8 @@ DELETE FROM schedules WHERE group_name = %s AND name = %s;
 SELECT MIN(due_at) FROM schedules WHERE due_at IS NOT NULL;
 
 -- name: claim_due
--- SKIP LOCKED lets several nodes claim disjoint batches at once.
+-- SKIP LOCKED lets several nodes claim disjoint batches at once. Claiming moves due_at to
+-- the end of the claim: if this node dies before completing, the row is due again then.
 UPDATE schedules SET due_at = %s, claim_token = %s
 WHERE id IN (SELECT id FROM schedules WHERE due_at <= %s ORDER BY due_at LIMIT %s
              FOR UPDATE SKIP LOCKED)
@@ -292,9 +418,9 @@ RETURNING id, group_name, name, state, expression, timezone, start_at, end_at, f
           target, action_after_completion, description, client_token, next_fire_at, due_at,
           last_fired_at, created_at, modified_at;
 
--- name: advance_schedules
--- Compare-and-set on (claim token, occurrence) for a whole batch; RETURNING names the
--- schedules whose claim still held: only their messages are written.
+-- name: advance_schedule
+-- (id, claim token, occurrence, next fire at, due at, fired at)[]: compare-and-set on the
+-- claim and the occurrence, so an occurrence advances (fires) once.
 UPDATE schedules AS s
 SET next_fire_at = v.next_fire_at, due_at = v.due_at, claim_token = NULL,
     last_fired_at = COALESCE(v.fired_at, s.last_fired_at)
@@ -303,7 +429,8 @@ FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[]
 WHERE s.id = v.id AND s.claim_token = v.token AND s.next_fire_at = v.occurrence
 RETURNING s.id;
 
--- name: delete_fired_schedules
+-- name: delete_fired_schedule
+-- (id, claim token, occurrence)[]
 DELETE FROM schedules AS s
 USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS v(id, token, occurrence)
 WHERE s.id = v.id AND s.claim_token = v.token AND s.next_fire_at = v.occurrence
@@ -312,17 +439,128 @@ RETURNING s.id;
 -- name: count_schedules
 SELECT COUNT(*) FROM schedules;
 
+-- name: disabled_schedules
+SELECT name, next_fire_at, flex_minutes FROM schedules
+WHERE group_name = %s AND state = 'DISABLED' AND name COLLATE "C" > %s
+ORDER BY name COLLATE "C" LIMIT %s;
+
+-- name: schedule_state_counts
+SELECT state, COUNT(*) FROM schedules WHERE group_name = %s GROUP BY state;
+
+-- name: firings_by_due
+SELECT due_at / %s, target::json ->> 'kind', COUNT(*) FROM schedules
+WHERE due_at >= %s AND due_at < %s GROUP BY 1, 2;
+
+-- name: firings_by_occurrence
+SELECT next_fire_at / %s, target::json ->> 'kind', COUNT(*) FROM schedules
+WHERE due_at IS NOT NULL AND next_fire_at >= %s AND next_fire_at < %s GROUP BY 1, 2;
+
 -- ---------------------------------------------------------------------------------------
--- campaigns (store/postgres_campaigns.py)
+-- email
+
+-- name: insert_template
+INSERT INTO email_templates (name, subject, html, text, created_at, modified_at)
+VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING;
+
+-- name: update_template
+UPDATE email_templates SET subject = %s, html = %s, text = %s, modified_at = %s WHERE name = %s;
+
+-- name: template_by_name
+SELECT name, subject, html, text, created_at, modified_at FROM email_templates
+WHERE name = %s;
+
+-- name: list_templates
+SELECT name, subject, html, text, created_at, modified_at FROM email_templates
+WHERE name COLLATE "C" > %s ORDER BY name COLLATE "C" LIMIT %s;
+
+-- name: delete_template
+DELETE FROM email_templates WHERE name = %s;
+
+-- name: put_suppression
+-- (address, reason, created at)[]. The first reason stays: re-adding an address keeps
+-- when and why it was first suppressed.
+INSERT INTO suppressions (address, reason, created_at)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[])
+ON CONFLICT (address) DO NOTHING
+RETURNING address;
+
+-- name: delete_suppression
+DELETE FROM suppressions WHERE address = %s;
+
+-- name: suppressed_among
+SELECT address, reason, created_at FROM suppressions WHERE address = ANY(%s);
+
+-- name: list_suppressions
+SELECT address, reason, created_at FROM suppressions
+WHERE address COLLATE "C" > %(after)s AND (%(reason)s::text IS NULL OR reason = %(reason)s)
+ORDER BY address COLLATE "C" LIMIT %(limit)s;
+
+-- name: insert_delivery
+INSERT INTO email_deliveries (id, message_id, execution_id, schedule, template, sender,
+                              recipients, state, detail, attempts, created_at, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (id) DO NOTHING
+RETURNING seq;
+
+-- name: insert_delivery_recipient
+-- (address, delivery seq)[]
+INSERT INTO email_delivery_recipients (address, delivery_seq)
+SELECT * FROM unnest(%s::text[], %s::bigint[])
+ON CONFLICT DO NOTHING
+RETURNING address;
+
+-- name: update_delivery
+-- Compare-and-set on the state the caller read (final states are final).
+UPDATE email_deliveries SET state = %s, detail = %s, attempts = GREATEST(attempts, %s),
+    updated_at = %s
+WHERE id = %s AND state = %s;
+
+-- name: delivery_by_id
+SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
+       detail, attempts, created_at, updated_at
+FROM email_deliveries WHERE id = %s;
+
+-- name: deliveries_by_id
+SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
+       detail, attempts, created_at, updated_at
+FROM email_deliveries WHERE id = ANY(%s);
+
+-- name: list_deliveries
+-- Newest first, keyset-paged on seq.
+SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
+       detail, attempts, created_at, updated_at
+FROM email_deliveries
+WHERE seq < %(before)s AND (%(state)s::text IS NULL OR state = %(state)s)
+ORDER BY seq DESC LIMIT %(limit)s;
+
+-- name: list_recipient_deliveries
+SELECT d.seq, d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
+       d.recipients, d.state, d.detail, d.attempts, d.created_at, d.updated_at
+FROM email_deliveries AS d JOIN email_delivery_recipients AS r ON r.delivery_seq = d.seq
+WHERE r.address = %(address)s AND d.seq < %(before)s
+  AND (%(state)s::text IS NULL OR d.state = %(state)s)
+ORDER BY d.seq DESC LIMIT %(limit)s;
+
+-- name: delivery_state_counts
+SELECT state, COUNT(*) FROM email_deliveries
+WHERE schedule COLLATE "C" >= %s AND schedule COLLATE "C" < %s GROUP BY state;
+
+-- ---------------------------------------------------------------------------------------
+-- campaigns
 
 -- name: insert_campaign
 INSERT INTO campaigns (name, steps, template, status, created_at, modified_at)
 VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING;
 
--- name: campaign_columns
+-- name: campaign_by_name
 SELECT name, steps, template, status, rows_read, schedules_created, row_errors, cancelled,
        created_at, modified_at
-FROM campaigns;
+FROM campaigns WHERE name = %s;
+
+-- name: list_campaigns
+SELECT name, steps, template, status, rows_read, schedules_created, row_errors, cancelled,
+       created_at, modified_at
+FROM campaigns WHERE name COLLATE "C" > %s ORDER BY name COLLATE "C" LIMIT %s;
 
 -- name: update_campaign_steps
 UPDATE campaigns SET steps = %s, modified_at = %s WHERE name = %s;
@@ -334,103 +572,35 @@ UPDATE campaigns SET rows_read = GREATEST(rows_read, %s), row_errors = GREATEST(
     schedules_created = schedules_created + %s, modified_at = %s
 WHERE name = %s;
 
+-- name: add_campaign_created
+-- In the transaction that inserts the schedules: the count cannot drift from the rows.
+UPDATE campaigns SET schedules_created = schedules_created + %s WHERE name = %s;
+
 -- name: set_campaign_status
-UPDATE campaigns SET status = %s, modified_at = %s WHERE name = %s;
+-- Compare-and-set on the status the caller read.
+UPDATE campaigns SET status = %s, modified_at = %s WHERE name = %s AND status = %s;
+
+-- name: lock_active_campaign
+-- Row lock until commit: a pause or cancel of the campaign waits for this resume page.
+SELECT 1 FROM campaigns WHERE name = %s AND status = 'ACTIVE' FOR UPDATE;
 
 -- name: add_campaign_cancelled
 UPDATE campaigns SET cancelled = cancelled + %s, modified_at = %s WHERE name = %s;
 
--- name: pause_group
+-- name: disable_group_schedules
 UPDATE schedules SET state = 'DISABLED', due_at = NULL, modified_at = %s
 WHERE group_name = %s AND state = 'ENABLED';
 
--- name: paused_page
-SELECT name, next_fire_at, flex_minutes FROM schedules
-WHERE group_name = %s AND state = 'DISABLED' AND name COLLATE "C" > %s
-ORDER BY name COLLATE "C" LIMIT %s;
+-- name: enable_schedule
+-- (name, due at, now, group)[]
+UPDATE schedules AS s SET state = 'ENABLED', due_at = v.due_at, modified_at = v.now
+FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::text[]) AS v(name, due_at, now, grp)
+WHERE s.group_name = v.grp AND s.name = v.name AND s.state = 'DISABLED'
+RETURNING s.name;
 
--- name: enable_schedules
-UPDATE schedules AS s SET state = 'ENABLED', due_at = v.due_at, modified_at = %s
-FROM unnest(%s::text[], %s::bigint[]) AS v(name, due_at)
-WHERE s.group_name = %s AND s.name = v.name AND s.state = 'DISABLED';
-
--- name: delete_named_schedules
-DELETE FROM schedules WHERE group_name = %s AND name = ANY(%s::text[]);
-
--- name: group_state_counts
-SELECT state, COUNT(*) FROM schedules WHERE group_name = %s GROUP BY state;
-
--- name: delivery_state_counts
-SELECT state, COUNT(*) FROM email_deliveries
-WHERE schedule COLLATE "C" >= %s AND schedule COLLATE "C" < %s GROUP BY state;
-
--- name: firings_by_due
-SELECT due_at / %s, target::json ->> 'kind', COUNT(*) FROM schedules
-WHERE due_at >= %s AND due_at < %s GROUP BY 1, 2;
-
--- name: firings_by_occurrence
-SELECT next_fire_at / %s, target::json ->> 'kind', COUNT(*) FROM schedules
-WHERE due_at IS NOT NULL AND next_fire_at >= %s AND next_fire_at < %s GROUP BY 1, 2;
-
--- ---------------------------------------------------------------------------------------
--- email (store/postgres_email.py)
-
--- name: insert_template
-INSERT INTO email_templates (name, subject, html, text, created_at, modified_at)
-VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING;
-
--- name: update_template
-UPDATE email_templates SET subject = %s, html = %s, text = %s, modified_at = %s WHERE name = %s;
-
--- name: template_columns
-SELECT name, subject, html, text, created_at, modified_at FROM email_templates;
-
--- name: delete_template
-DELETE FROM email_templates WHERE name = %s;
-
--- name: put_suppressions
--- The first reason stays: re-adding an address keeps when and why it was first suppressed.
-INSERT INTO suppressions (address, reason, created_at)
-SELECT a, %s, %s FROM unnest(%s::text[]) AS a
-ON CONFLICT (address) DO NOTHING;
-
--- name: delete_suppression
-DELETE FROM suppressions WHERE address = %s;
-
--- name: suppression_columns
-SELECT address, reason, created_at FROM suppressions;
-
--- name: insert_delivery
-INSERT INTO email_deliveries (id, message_id, execution_id, schedule, template, sender,
-                              recipients, state, detail, attempts, created_at, updated_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-ON CONFLICT (id) DO NOTHING
-RETURNING seq;
-
--- name: insert_delivery_recipients
-INSERT INTO email_delivery_recipients (address, delivery_seq)
-SELECT a, %s FROM unnest(%s::text[]) AS a
-ON CONFLICT DO NOTHING;
-
--- name: update_delivery
--- Compare-and-set: only a QUEUED delivery changes (final states are final).
-UPDATE email_deliveries SET state = %s, detail = %s, attempts = GREATEST(attempts, %s),
-    updated_at = %s
-WHERE id = %s AND state = 'QUEUED';
-
--- name: delivery_columns
-SELECT d.seq, d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
-       d.recipients, d.state, d.detail, d.attempts, d.created_at, d.updated_at
-FROM email_deliveries d;
-
--- name: suppressed_among
-SELECT address, reason, created_at FROM suppressions WHERE address = ANY(%s);
-
--- name: deliveries_by_id
-SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
-       detail, attempts, created_at, updated_at
-FROM email_deliveries WHERE id = ANY(%s);
-
--- name: add_campaign_created
--- In the transaction that inserts the schedules: the count cannot drift from the rows.
-UPDATE campaigns SET schedules_created = schedules_created + %s WHERE name = %s;
+-- name: delete_group_schedule
+-- (name, group)[]
+DELETE FROM schedules AS s
+USING unnest(%s::text[], %s::text[]) AS v(name, grp)
+WHERE s.group_name = v.grp AND s.name = v.name
+RETURNING s.name;

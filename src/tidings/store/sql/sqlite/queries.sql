@@ -1,5 +1,40 @@
--- Named queries of the SQLite store; each block starts with "-- name: <name>".
--- All values are bound parameters.
+-- Named queries of the SQLite driver; each block starts with "-- name: <name>".
+-- The names and the order of their parameters are the same as PostgreSQL's, so `SqlStore`
+-- runs either file. All values are bound parameters; a list travels as one JSON text read
+-- with json_each. Statements run by `run_each` number their parameters (?1, ?2, …): the
+-- row's first values are its key.
+
+-- ---------------------------------------------------------------------------------------
+-- migrations and plumbing
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+
+-- name: applied_migrations
+SELECT version FROM schema_migrations;
+
+-- name: record_migration
+INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?);
+
+-- name: begin
+-- IMMEDIATE: the write lock up front, so two processes never deadlock upgrading a read lock.
+BEGIN IMMEDIATE;
+
+-- name: commit
+COMMIT;
+
+-- name: rollback
+ROLLBACK;
+
+-- name: savepoint
+SAVEPOINT bulk;
+
+-- name: release_savepoint
+RELEASE bulk;
+
+-- name: rollback_to_savepoint
+ROLLBACK TO bulk;
 
 -- name: get_meta
 SELECT value FROM meta WHERE key = ?;
@@ -7,12 +42,28 @@ SELECT value FROM meta WHERE key = ?;
 -- name: put_meta_if_absent
 INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING;
 
+-- ---------------------------------------------------------------------------------------
+-- queues
+
 -- name: insert_queue
 INSERT INTO queues (name, fifo, attributes, created_at, modified_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (name) DO NOTHING
 RETURNING id;
 
--- name: queue_columns
-SELECT id, name, attributes, created_at, modified_at, purged_at FROM queues;
+-- name: queue_by_name
+SELECT id, name, attributes, created_at, modified_at, purged_at FROM queues WHERE name = ?;
+
+-- name: queue_by_id
+SELECT id, name, attributes, created_at, modified_at, purged_at FROM queues WHERE id = ?;
+
+-- name: list_queues
+-- Prefix match by range, [prefix, prefix + U+10FFFF), then keyset after the last name.
+SELECT id, name, attributes, created_at, modified_at, purged_at FROM queues
+WHERE name >= ? AND name < ? AND name > ? ORDER BY name LIMIT ?;
+
+-- name: dead_letter_sources
+SELECT id, name, attributes, created_at, modified_at, purged_at FROM queues
+WHERE json_extract(attributes, '$.redrive_policy.dead_letter_queue') = ? ORDER BY name;
 
 -- name: update_queue
 UPDATE queues SET attributes = ?, modified_at = ? WHERE name = ?;
@@ -29,19 +80,27 @@ DELETE FROM fifo_dedup WHERE queue_id = ?;
 -- name: delete_queue_jobs
 DELETE FROM job_results WHERE queue_id = ?;
 
--- name: purge_queue
-UPDATE queues SET message_count = 0, purged_at = ? WHERE id = ?;
+-- name: delete_queue_counts
+DELETE FROM queue_counts WHERE queue_id = ?;
+
+-- name: set_purged_at
+UPDATE queues SET purged_at = ? WHERE id = ?;
 
 -- name: add_count
-UPDATE queues SET message_count = message_count + ? WHERE id = ?;
+-- In the transaction of every insert and delete, so a queue's total is O(1) to read.
+INSERT INTO queue_counts (queue_id, shard, n) VALUES (?, ?, ?)
+ON CONFLICT (queue_id, shard) DO UPDATE SET n = n + excluded.n;
 
 -- name: queue_total
-SELECT message_count FROM queues WHERE id = ?;
+SELECT COALESCE(SUM(n), 0) FROM queue_counts WHERE queue_id = ?;
 
 -- name: not_visible_counts
 -- Only rows not yet visible are walked (the index range after now): in flight and delayed.
 SELECT COALESCE(SUM(lease_token IS NOT NULL), 0), COALESCE(SUM(lease_token IS NULL), 0)
 FROM messages WHERE queue_id = ? AND visible_at > ?;
+
+-- ---------------------------------------------------------------------------------------
+-- messages
 
 -- name: find_dedup
 SELECT message_id, sequence_number FROM fifo_dedup
@@ -59,25 +118,44 @@ INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attr
                       visible_at, sent_at, expires_at, group_id, deduplication_id)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
+-- name: insert_message_returning
+-- FIFO sends need the row id: it is the message's SequenceNumber.
+INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
+                      visible_at, sent_at, expires_at, group_id, deduplication_id)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING id;
+
+-- name: receive_simple
+-- A standard queue without a redrive policy: one statement walks messages_ready from the
+-- oldest visible row and leases what it finds. Expired rows are skipped here and deleted
+-- by the sweeper.
+UPDATE messages
+SET visible_at = ?, lease_token = ?, receive_count = receive_count + 1,
+    first_received_at = COALESCE(first_received_at, ?)
+WHERE id IN (SELECT id FROM messages
+             WHERE queue_id = ? AND visible_at <= ? AND expires_at > ?
+             ORDER BY visible_at LIMIT ?)
+RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
+          receive_count, first_received_at, sent_at, group_id, deduplication_id,
+          source_queue_id, last_error;
+
 -- name: receive_candidates
--- Walks messages_ready from the oldest visible row; expired rows are skipped here and
--- deleted by the sweeper.
 SELECT id, receive_count FROM messages
-WHERE queue_id = ? AND visible_at <= ? AND expires_at > ?
+WHERE queue_id = :queue AND visible_at <= :now AND expires_at > :now
 ORDER BY visible_at
-LIMIT ?;
+LIMIT :limit;
 
 -- name: receive_candidates_fifo
 -- A group with any message in flight is skipped whole: one in-flight batch per group,
 -- which is what keeps each group in strict order.
 SELECT m.id, m.receive_count FROM messages AS m
-WHERE m.queue_id = ? AND m.visible_at <= ? AND m.expires_at > ?
+WHERE m.queue_id = :queue AND m.visible_at <= :now AND m.expires_at > :now
   AND NOT EXISTS (
       SELECT 1 FROM messages AS b
       WHERE b.queue_id = m.queue_id AND b.group_id = m.group_id
-        AND b.visible_at > ? AND b.lease_token IS NOT NULL)
+        AND b.visible_at > :now AND b.lease_token IS NOT NULL)
 ORDER BY m.id
-LIMIT ?;
+LIMIT :limit;
 
 -- name: lease_messages
 UPDATE messages
@@ -97,27 +175,38 @@ SET queue_id = ?, source_queue_id = queue_id, visible_at = ?, lease_token = NULL
 WHERE id IN (SELECT value FROM json_each(?));
 
 -- name: delete_message
-DELETE FROM messages WHERE id = ? AND queue_id = ? AND lease_token = ?;
+-- (id, queue, lease token): a stale receipt's token no longer matches, so it deletes
+-- nothing.
+DELETE FROM messages WHERE id = ?1 AND queue_id = ?2 AND lease_token = ?3;
 
 -- name: change_visibility
-UPDATE messages SET visible_at = ?, last_error = COALESCE(?, last_error)
-WHERE id = ? AND queue_id = ? AND lease_token = ? AND visible_at > ?;
+-- (id, visible at, error, queue, lease token, now): only while in flight on this lease.
+UPDATE messages SET visible_at = ?2, last_error = COALESCE(?3, last_error)
+WHERE id = ?1 AND queue_id = ?4 AND lease_token = ?5 AND visible_at > ?6;
 
 -- name: put_job_result
-INSERT INTO job_results (queue_id, job_id, done_at) VALUES (?, ?, ?)
+-- (job id, queue, done at)
+INSERT INTO job_results (queue_id, job_id, done_at) VALUES (?2, ?1, ?3)
 ON CONFLICT (queue_id, job_id) DO NOTHING;
 
--- name: job_done
+-- name: peek_messages
+-- In receive order (messages_ready), keyset-paged; lease_token is whether it was leased.
+SELECT id, message_id, body, attributes, sent_at, visible_at, lease_token IS NOT NULL,
+       receive_count, first_received_at, group_id, source_queue_id, last_error
+FROM messages
+WHERE queue_id = :queue AND (visible_at, id) > (:after_visible, :after_id)
+ORDER BY visible_at, id LIMIT :limit;
+
+-- name: jobs_done
 SELECT job_id FROM job_results WHERE queue_id = ? AND job_id IN (SELECT value FROM json_each(?));
 
 -- name: next_visible_at
 SELECT MIN(visible_at) FROM messages WHERE queue_id = ? AND visible_at > ?;
 
--- name: expired_messages
-SELECT id, queue_id FROM messages WHERE expires_at <= ? ORDER BY expires_at LIMIT ?;
-
--- name: delete_by_ids
-DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?));
+-- name: expire_messages
+DELETE FROM messages WHERE id IN (
+    SELECT id FROM messages WHERE expires_at <= ? ORDER BY expires_at LIMIT ?)
+RETURNING queue_id;
 
 -- name: expire_dedup
 DELETE FROM fifo_dedup WHERE expires_at <= ?;
@@ -135,27 +224,32 @@ SET queue_id = ?, visible_at = ?, lease_token = NULL, receive_count = 0,
     first_received_at = NULL, source_queue_id = NULL
 WHERE id = ?;
 
+-- ---------------------------------------------------------------------------------------
+-- message move tasks
+
 -- name: insert_move_task
+-- seq: the next number (the write lock is held: no two inserts take the same one).
 INSERT INTO move_tasks (handle, source_queue_id, destination_queue_id, max_per_second, status,
-                        moved, to_move, started_at, failure_reason)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+                        moved, to_move, started_at, failure_reason, seq)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM move_tasks));
 
 -- name: list_move_tasks
 SELECT handle, source_queue_id, destination_queue_id, max_per_second, status, moved, to_move,
        started_at, failure_reason
-FROM move_tasks WHERE source_queue_id = ? ORDER BY started_at DESC, rowid DESC LIMIT ?;
+FROM move_tasks WHERE source_queue_id = ? ORDER BY started_at DESC, seq DESC LIMIT ?;
 
--- name: running_move_tasks
+-- name: active_move_tasks
 SELECT handle, source_queue_id, destination_queue_id, max_per_second, status, moved, to_move,
        started_at, failure_reason
 FROM move_tasks WHERE status = 'RUNNING' ORDER BY started_at;
 
--- name: update_move_task
-UPDATE move_tasks SET moved = ?, status = ?, failure_reason = ?
-WHERE handle = ? AND status = 'RUNNING';
+-- name: add_move_task_progress
+UPDATE move_tasks SET moved = moved + ? WHERE handle = ?;
 
--- name: queue_count_by_id
-SELECT COUNT(*) FROM messages WHERE queue_id = ?;
+-- name: set_move_task_status
+-- Compare-and-set on the status the caller read.
+UPDATE move_tasks SET status = ?, failure_reason = COALESCE(?, failure_reason)
+WHERE handle = ? AND status = ?;
 
 -- ---------------------------------------------------------------------------------------
 -- schedules
@@ -164,8 +258,12 @@ SELECT COUNT(*) FROM messages WHERE queue_id = ?;
 INSERT INTO schedule_groups (name, created_at, modified_at, tags) VALUES (?, ?, ?, ?)
 ON CONFLICT (name) DO NOTHING;
 
--- name: group_columns
-SELECT name, created_at, modified_at, tags FROM schedule_groups;
+-- name: group_by_name
+SELECT name, created_at, modified_at, tags FROM schedule_groups WHERE name = ?;
+
+-- name: list_groups
+SELECT name, created_at, modified_at, tags FROM schedule_groups
+WHERE name >= ? AND name < ? AND name > ? ORDER BY name LIMIT ?;
 
 -- name: delete_group
 DELETE FROM schedule_groups WHERE name = ?;
@@ -177,17 +275,37 @@ UPDATE schedule_groups SET tags = ?, modified_at = ? WHERE name = ?;
 DELETE FROM schedules WHERE group_name = ?;
 
 -- name: insert_schedule
+-- The bulk path (executemany): ScheduleRow's columns, in order. (group, name) is the key.
 INSERT INTO schedules (group_name, name, state, expression, timezone, start_at, end_at,
                        flex_minutes, target, action_after_completion, description, client_token,
                        next_fire_at, due_at, created_at, modified_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)
 ON CONFLICT (group_name, name) DO NOTHING;
 
--- name: schedule_columns
+-- name: schedule_by_name
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
        last_fired_at, created_at, modified_at
-FROM schedules;
+FROM schedules WHERE group_name = ? AND name = ?;
+
+-- name: list_schedules
+-- Every group, keyset-paged by (group, name) after the last row of the previous page.
+SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
+       target, action_after_completion, description, client_token, next_fire_at, due_at,
+       last_fired_at, created_at, modified_at
+FROM schedules
+WHERE name >= :lo AND name < :hi AND (:state IS NULL OR state = :state)
+  AND (group_name, name) > (:after_group, :after_name)
+ORDER BY group_name, name LIMIT :limit;
+
+-- name: list_group_schedules
+SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
+       target, action_after_completion, description, client_token, next_fire_at, due_at,
+       last_fired_at, created_at, modified_at
+FROM schedules
+WHERE group_name = :group AND name >= :lo AND name < :hi AND name > :after_name
+  AND (:state IS NULL OR state = :state)
+ORDER BY name LIMIT :limit;
 
 -- name: replace_schedule
 UPDATE schedules
@@ -212,16 +330,33 @@ RETURNING id, group_name, name, state, expression, timezone, start_at, end_at, f
           last_fired_at, created_at, modified_at;
 
 -- name: advance_schedule
--- Compare-and-set on the claim and the occurrence: an occurrence advances (fires) once.
-UPDATE schedules SET next_fire_at = ?, due_at = ?, claim_token = NULL,
-    last_fired_at = COALESCE(?, last_fired_at)
-WHERE id = ? AND claim_token = ? AND next_fire_at = ?;
+-- (id, claim token, occurrence, next fire at, due at, fired at): compare-and-set on the
+-- claim and the occurrence, so an occurrence advances (fires) once.
+UPDATE schedules SET next_fire_at = ?4, due_at = ?5, claim_token = NULL,
+    last_fired_at = COALESCE(?6, last_fired_at)
+WHERE id = ?1 AND claim_token = ?2 AND next_fire_at = ?3;
 
 -- name: delete_fired_schedule
-DELETE FROM schedules WHERE id = ? AND claim_token = ? AND next_fire_at = ?;
+-- (id, claim token, occurrence)
+DELETE FROM schedules WHERE id = ?1 AND claim_token = ?2 AND next_fire_at = ?3;
 
 -- name: count_schedules
 SELECT COUNT(*) FROM schedules;
+
+-- name: disabled_schedules
+SELECT name, next_fire_at, flex_minutes FROM schedules
+WHERE group_name = ? AND state = 'DISABLED' AND name > ? ORDER BY name LIMIT ?;
+
+-- name: schedule_state_counts
+SELECT state, COUNT(*) FROM schedules WHERE group_name = ? GROUP BY state;
+
+-- name: firings_by_due
+SELECT due_at / ?, json_extract(target, '$.kind'), COUNT(*) FROM schedules
+WHERE due_at >= ? AND due_at < ? GROUP BY 1, 2;
+
+-- name: firings_by_occurrence
+SELECT next_fire_at / ?, json_extract(target, '$.kind'), COUNT(*) FROM schedules
+WHERE due_at IS NOT NULL AND next_fire_at >= ? AND next_fire_at < ? GROUP BY 1, 2;
 
 -- ---------------------------------------------------------------------------------------
 -- email
@@ -233,22 +368,33 @@ VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING;
 -- name: update_template
 UPDATE email_templates SET subject = ?, html = ?, text = ?, modified_at = ? WHERE name = ?;
 
--- name: template_columns
-SELECT name, subject, html, text, created_at, modified_at FROM email_templates;
+-- name: template_by_name
+SELECT name, subject, html, text, created_at, modified_at FROM email_templates WHERE name = ?;
+
+-- name: list_templates
+SELECT name, subject, html, text, created_at, modified_at FROM email_templates
+WHERE name > ? ORDER BY name LIMIT ?;
 
 -- name: delete_template
 DELETE FROM email_templates WHERE name = ?;
 
 -- name: put_suppression
--- The first reason stays: re-adding an address keeps when and why it was first suppressed.
-INSERT INTO suppressions (address, reason, created_at) VALUES (?, ?, ?)
+-- (address, reason, created at). The first reason stays: re-adding an address keeps when
+-- and why it was first suppressed.
+INSERT INTO suppressions (address, reason, created_at) VALUES (?1, ?2, ?3)
 ON CONFLICT (address) DO NOTHING;
 
 -- name: delete_suppression
 DELETE FROM suppressions WHERE address = ?;
 
--- name: suppression_columns
-SELECT address, reason, created_at FROM suppressions;
+-- name: suppressed_among
+SELECT address, reason, created_at FROM suppressions
+WHERE address IN (SELECT value FROM json_each(?));
+
+-- name: list_suppressions
+SELECT address, reason, created_at FROM suppressions
+WHERE address > :after AND (:reason IS NULL OR reason = :reason)
+ORDER BY address LIMIT :limit;
 
 -- name: insert_delivery
 INSERT INTO email_deliveries (id, message_id, execution_id, schedule, template, sender,
@@ -258,39 +404,60 @@ ON CONFLICT (id) DO NOTHING
 RETURNING seq;
 
 -- name: insert_delivery_recipient
-INSERT INTO email_delivery_recipients (address, delivery_seq) VALUES (?, ?)
+-- (address, delivery seq)
+INSERT INTO email_delivery_recipients (address, delivery_seq) VALUES (?1, ?2)
 ON CONFLICT DO NOTHING;
 
 -- name: update_delivery
--- Compare-and-set: only a QUEUED delivery changes (final states are final).
+-- Compare-and-set on the state the caller read (final states are final).
 UPDATE email_deliveries SET state = ?, detail = ?, attempts = MAX(attempts, ?), updated_at = ?
-WHERE id = ? AND state = 'QUEUED';
+WHERE id = ? AND state = ?;
 
--- name: delivery_columns
-SELECT d.seq, d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
-       d.recipients, d.state, d.detail, d.attempts, d.created_at, d.updated_at
-FROM email_deliveries d;
-
--- name: suppressed_among
-SELECT address, reason, created_at FROM suppressions
-WHERE address IN (SELECT value FROM json_each(?));
+-- name: delivery_by_id
+SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
+       detail, attempts, created_at, updated_at
+FROM email_deliveries WHERE id = ?;
 
 -- name: deliveries_by_id
 SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
        detail, attempts, created_at, updated_at
 FROM email_deliveries WHERE id IN (SELECT value FROM json_each(?));
 
+-- name: list_deliveries
+-- Newest first, keyset-paged on seq.
+SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
+       detail, attempts, created_at, updated_at
+FROM email_deliveries
+WHERE seq < :before AND (:state IS NULL OR state = :state)
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: list_recipient_deliveries
+SELECT d.seq, d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
+       d.recipients, d.state, d.detail, d.attempts, d.created_at, d.updated_at
+FROM email_deliveries AS d JOIN email_delivery_recipients AS r ON r.delivery_seq = d.seq
+WHERE r.address = :address AND d.seq < :before AND (:state IS NULL OR d.state = :state)
+ORDER BY d.seq DESC LIMIT :limit;
+
+-- name: delivery_state_counts
+SELECT state, COUNT(*) FROM email_deliveries WHERE schedule >= ? AND schedule < ?
+GROUP BY state;
+
 -- ---------------------------------------------------------------------------------------
--- campaigns (store/sqlite_campaigns.py)
+-- campaigns
 
 -- name: insert_campaign
 INSERT INTO campaigns (name, steps, template, status, created_at, modified_at)
 VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING;
 
--- name: campaign_columns
+-- name: campaign_by_name
 SELECT name, steps, template, status, rows_read, schedules_created, row_errors, cancelled,
        created_at, modified_at
-FROM campaigns;
+FROM campaigns WHERE name = ?;
+
+-- name: list_campaigns
+SELECT name, steps, template, status, rows_read, schedules_created, row_errors, cancelled,
+       created_at, modified_at
+FROM campaigns WHERE name > ? ORDER BY name LIMIT ?;
 
 -- name: update_campaign_steps
 UPDATE campaigns SET steps = ?, modified_at = ? WHERE name = ?;
@@ -302,39 +469,30 @@ UPDATE campaigns SET rows_read = MAX(rows_read, ?), row_errors = MAX(row_errors,
     schedules_created = schedules_created + ?, modified_at = ?
 WHERE name = ?;
 
+-- name: add_campaign_created
+-- In the transaction that inserts the schedules: the count cannot drift from the rows.
+UPDATE campaigns SET schedules_created = schedules_created + ? WHERE name = ?;
+
 -- name: set_campaign_status
-UPDATE campaigns SET status = ?, modified_at = ? WHERE name = ?;
+-- Compare-and-set on the status the caller read.
+UPDATE campaigns SET status = ?, modified_at = ? WHERE name = ? AND status = ?;
+
+-- name: lock_active_campaign
+-- SQLite's write transaction already excludes every other writer.
+SELECT 1 FROM campaigns WHERE name = ? AND status = 'ACTIVE';
 
 -- name: add_campaign_cancelled
 UPDATE campaigns SET cancelled = cancelled + ?, modified_at = ? WHERE name = ?;
 
--- name: pause_group
+-- name: disable_group_schedules
 UPDATE schedules SET state = 'DISABLED', due_at = NULL, modified_at = ?
 WHERE group_name = ? AND state = 'ENABLED';
 
--- name: paused_page
-SELECT name, next_fire_at, flex_minutes FROM schedules
-WHERE group_name = ? AND state = 'DISABLED' AND name > ? ORDER BY name LIMIT ?;
-
 -- name: enable_schedule
-UPDATE schedules SET state = 'ENABLED', due_at = ?, modified_at = ?
-WHERE group_name = ? AND name = ? AND state = 'DISABLED';
+-- (name, due at, now, group)
+UPDATE schedules SET state = 'ENABLED', due_at = ?2, modified_at = ?3
+WHERE group_name = ?4 AND name = ?1 AND state = 'DISABLED';
 
--- name: group_state_counts
-SELECT state, COUNT(*) FROM schedules WHERE group_name = ? GROUP BY state;
-
--- name: delivery_state_counts
-SELECT state, COUNT(*) FROM email_deliveries WHERE schedule >= ? AND schedule < ?
-GROUP BY state;
-
--- name: firings_by_due
-SELECT due_at / ?, json_extract(target, '$.kind'), COUNT(*) FROM schedules
-WHERE due_at >= ? AND due_at < ? GROUP BY 1, 2;
-
--- name: firings_by_occurrence
-SELECT next_fire_at / ?, json_extract(target, '$.kind'), COUNT(*) FROM schedules
-WHERE due_at IS NOT NULL AND next_fire_at >= ? AND next_fire_at < ? GROUP BY 1, 2;
-
--- name: add_campaign_created
--- In the transaction that inserts the schedules: the count cannot drift from the rows.
-UPDATE campaigns SET schedules_created = schedules_created + ? WHERE name = ?;
+-- name: delete_group_schedule
+-- (name, group)
+DELETE FROM schedules WHERE group_name = ?2 AND name = ?1;

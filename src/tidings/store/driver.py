@@ -1,0 +1,92 @@
+"""What a database backend provides to `SqlStore`: only what really differs.
+
+`SqlStore` holds every rule of the store once; a driver holds its connection and
+transaction handling, its named queries (`sql/<backend>/queries.sql`, the same names and
+parameter order on every backend), how a list travels as one parameter (a JSON text for
+SQLite's `json_each`, an array for PostgreSQL), how it wakes other nodes, and the fast
+paths that really differ: PostgreSQL's one-statement sends and deletes, binary COPY and
+advisory locks; SQLite's `executemany`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeAlias
+
+Row = tuple[Any, ...]
+
+
+#: A driver's connection (sqlite3 or psycopg): what `tx()` and `auto()` yield. Both have
+#: the DB-API `execute(sql, params)` returning a cursor (`fetchone`, `fetchall`,
+#: `rowcount`, iteration); typed loosely because the two libraries' signatures differ.
+Conn: TypeAlias = Any
+
+
+class Driver(Protocol):
+    name: str  # "sqlite" or "postgres": which `sql/<name>/` folder its SQL comes from
+    url: str
+    max_concurrency: int
+
+    @property
+    def queries(self) -> Mapping[str, str]: ...
+
+    def tx(self) -> AbstractContextManager[Conn]:
+        """One write transaction (committed at the end of the block, rolled back on error)."""
+        ...
+
+    def auto(self) -> AbstractContextManager[Conn]:
+        """A connection whose statements commit on their own: a read, or a write that is
+        one statement (atomic by itself), without a transaction's extra round trips."""
+        ...
+
+    def close(self) -> None: ...
+
+    def array(self, values: Sequence[Any]) -> Any:
+        """A list bound as one parameter (`IN (SELECT value FROM json_each(?))` /
+        `= ANY(%s)`)."""
+        ...
+
+    def run_each(self, conn: Conn, query: str, rows: Sequence[Row], key: int = 1,
+                 ) -> list[bool]:
+        """Run the named statement for every row, in as few round trips as the database
+        allows, and say for each row whether it changed a row. A row is identified by its
+        first `key` values (the PostgreSQL statements take the rows as arrays and return
+        those keys)."""
+        ...
+
+    def count_shard(self) -> int:
+        """Which row of `queue_counts` a change of a queue's total goes to."""
+        ...
+
+    def notify(self, conn: Conn, channel: str) -> None:
+        """Wake other nodes when this transaction commits (no-op where there are none)."""
+        ...
+
+    def lock(self, conn: Conn, key: int) -> None:
+        """Serialise with other transactions taking the same key, until this one ends."""
+        ...
+
+    def try_lock(self, conn: Conn, key: int) -> bool:
+        """Take the key for this transaction if nobody holds it; False otherwise."""
+        ...
+
+    # fast paths -------------------------------------------------------------------------
+
+    def insert_messages(self, conn: Conn, rows: Sequence[Row]) -> None:
+        """Insert message rows (`insert_message`'s columns) with no per-row answer."""
+        ...
+
+    def send_standard(self, queue_id: int, rows: Sequence[Row], channel: str) -> None:
+        """A standard queue's send: the rows, the queue's count and the wake-up, committed."""
+        ...
+
+    def delete_receipts(self, queue_id: int, receipts: Sequence[tuple[int, int]],
+                        ) -> set[int]:
+        """Delete by (row id, lease token) and adjust the count, committed; returns the
+        ids that went."""
+        ...
+
+    def insert_schedule_rows(self, conn: Conn, rows: Sequence[Row]) -> int:
+        """Insert schedule rows, skipping existing (group, name); returns how many went in."""
+        ...

@@ -1,0 +1,1 @@
+"""One module per database backend: what `SqlStore` cannot say in portable SQL."""

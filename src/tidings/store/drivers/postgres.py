@@ -1,0 +1,151 @@
+"""The PostgreSQL driver: many tidings nodes share one database and split the work.
+
+psycopg 3 with a connection pool (psycopg_pool): the maintained driver, with COPY,
+server-side binding and a pool that reconnects by itself after a server restart. Receives
+and claims use `FOR UPDATE SKIP LOCKED` (in the SQL), so nodes take disjoint rows instead
+of queueing on each other's locks; every write that makes something receivable or due
+also issues `pg_notify('tidings', channel)`, which the `PostgresNotifier` of every node
+turns into a local wake-up (a lost notification only costs the fallback poll).
+
+A server that cannot be reached raises `StoreUnavailable`; the engine's loops log it,
+back off and retry, so a PostgreSQL restart pauses a node rather than killing it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from tidings.errors import StoreUnavailable
+from tidings.store.driver import Row
+from tidings.store.migrate import migrate
+from tidings.store.sqlfiles import queries
+
+#: Rows of `queue_counts` per queue: every node's sends and deletes add to a random one,
+#: so they do not queue up behind one hot row lock.
+COUNT_SHARDS = 8
+#: At this many rows, COPY beats a pipelined executemany (a firing batch's messages).
+COPY_FROM = 50
+_SCHEDULE_TYPES = ["text", "text", "text", "text", "text", "int8", "int8", "int4", "text",
+                   "text", "text", "text", "int8", "int8", "int8", "int8"]
+PgConn = psycopg.Connection[Any]
+
+
+class PostgresDriver:
+    name = "postgres"
+
+    def __init__(self, url: str, *, now: int, pool_size: int = 8) -> None:
+        self.url = url
+        self.max_concurrency = pool_size
+        self.queries = queries(self.name)
+        try:
+            self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, open=True,
+                                        timeout=30.0, kwargs={"autocommit": True},
+                                        name="tidings")
+            self._pool.wait(timeout=30.0)
+            migrate(self, now)
+        except psycopg.Error as exc:
+            raise StoreUnavailable(f"cannot use PostgreSQL at {_safe(url)}: {exc}") from exc
+        except TimeoutError as exc:
+            raise StoreUnavailable(f"cannot reach PostgreSQL at {_safe(url)}") from exc
+
+    @contextmanager
+    def tx(self) -> Iterator[PgConn]:
+        with self._connection() as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
+    def auto(self) -> Iterator[PgConn]:
+        with self._connection() as conn:
+            yield conn
+
+    @contextmanager
+    def _connection(self) -> Iterator[PgConn]:
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+        except TimeoutError as exc:  # no connection could be had from the pool in time
+            raise StoreUnavailable("PostgreSQL is unavailable: no connection") from exc
+
+    def close(self) -> None:
+        self._pool.close()
+
+    @staticmethod
+    def array(values: Sequence[Any]) -> list[Any]:
+        return list(values)
+
+    def run_each(self, conn: PgConn, query: str, rows: Sequence[Row], key: int = 1,
+                 ) -> list[bool]:
+        # The statement takes each column as an array (unnest) and returns the keys of
+        # the rows it changed: one round trip for the whole batch.
+        if not rows:
+            return []
+        columns = [list(col) for col in zip(*rows, strict=True)]
+        changed = {tuple(r) for r in conn.execute(self.queries[query], columns).fetchall()}
+        return [tuple(row[:key]) in changed for row in rows]
+
+    @staticmethod
+    def count_shard() -> int:
+        return random.randrange(COUNT_SHARDS)
+
+    def notify(self, conn: PgConn, channel: str) -> None:
+        conn.execute(self.queries["notify"], (channel,))
+
+    def lock(self, conn: PgConn, key: int) -> None:
+        conn.execute(self.queries["lock"], (key,))
+
+    def try_lock(self, conn: PgConn, key: int) -> bool:
+        row = conn.execute(self.queries["try_lock"], (key,)).fetchone()
+        return bool(row and row[0])
+
+    def insert_messages(self, conn: PgConn, rows: Sequence[Row]) -> None:
+        with conn.cursor() as cur:
+            if len(rows) >= COPY_FROM:
+                with cur.copy(self.queries["copy_messages"]) as copy:
+                    for row in rows:
+                        copy.write_row(row)
+            else:
+                cur.executemany(self.queries["insert_message"], rows)
+
+    def send_standard(self, queue_id: int, rows: Sequence[Row], channel: str) -> None:
+        # One statement (insert, count, notify) committing on its own: one round trip and
+        # one WAL flush per send, whatever the batch size. The rows' first column is the
+        # queue id, bound once instead.
+        columns = [list(col) for col in zip(*rows, strict=True)][1:10]
+        with self.auto() as conn:
+            conn.execute(self.queries["send_messages"],
+                         (queue_id, *columns, queue_id, self.count_shard(), channel))
+
+    def delete_receipts(self, queue_id: int, receipts: Sequence[tuple[int, int]],
+                        ) -> set[int]:
+        with self.auto() as conn:
+            return {r[0] for r in conn.execute(self.queries["delete_messages"], (
+                [r[0] for r in receipts], [r[1] for r in receipts], queue_id, queue_id,
+                self.count_shard())).fetchall()}
+
+    def insert_schedule_rows(self, conn: PgConn, rows: Sequence[Row]) -> int:
+        # COPY (binary: no text parsing server-side) into a per-session staging table,
+        # then one INSERT … SELECT that skips existing (group, name) pairs.
+        conn.execute(self.queries["stage_schedules"])
+        with conn.cursor() as cur, cur.copy(self.queries["copy_schedules"]) as copy:
+            copy.set_types(_SCHEDULE_TYPES)
+            for row in rows:
+                copy.write_row(row)
+        return int(conn.execute(self.queries["insert_staged_schedules"]).rowcount)
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password:
+        return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@",
+                                                                     ":***@")))
+    return url

@@ -1,0 +1,137 @@
+"""The embedded SQLite driver: one file, WAL, one writer, no server.
+
+Durability: WAL with `synchronous=NORMAL`. A committed transaction survives the process
+being killed (-9) at any point, because the WAL is in the OS page cache before COMMIT
+returns; only a power loss or kernel crash can lose the last few commits. Users who need
+that too set `TIDINGS_SQLITE_SYNCHRONOUS=FULL` (an fsync per commit).
+
+All access goes through one connection guarded by a lock: SQLite has one writer anyway,
+and one connection keeps its page cache warm. Writers in other processes (the CLI next to
+`tidings serve`) wait on `busy_timeout`. Write transactions are `BEGIN IMMEDIATE`: they
+take the write lock up front, so two processes never deadlock upgrading a read lock.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tidings.errors import StoreUnavailable, ValidationError
+from tidings.store.driver import Row
+from tidings.store.migrate import migrate
+from tidings.store.sqlfiles import queries
+
+SYNCHRONOUS = ("NORMAL", "FULL", "EXTRA")
+
+
+class SQLiteDriver:
+    name = "sqlite"
+    max_concurrency = 1
+
+    def __init__(self, path: str, *, now: int, synchronous: str = "NORMAL") -> None:
+        if synchronous.upper() not in SYNCHRONOUS:
+            raise ValidationError("TIDINGS_SQLITE_SYNCHRONOUS",
+                                  f"must be one of {', '.join(SYNCHRONOUS)}")
+        self.path = path
+        self.url = f"sqlite:///{path}"
+        self.queries = queries(self.name)
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        try:
+            self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
+                                         timeout=30.0)
+            for pragma in ("PRAGMA journal_mode=WAL",
+                           f"PRAGMA synchronous={synchronous.upper()}",
+                           "PRAGMA busy_timeout=30000",
+                           # 32 MB: bounded, so RSS does not follow queue depth
+                           "PRAGMA cache_size=-32000",
+                           "PRAGMA temp_store=MEMORY"):
+                self._conn.execute(pragma)
+            with self._lock:
+                migrate(self, now)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot open SQLite database {path!r}: {exc}") from exc
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._conn
+            conn.execute(self.queries["begin"])
+            try:
+                yield conn
+            except BaseException:
+                conn.execute(self.queries["rollback"])
+                raise
+            conn.execute(self.queries["commit"])
+
+    @contextmanager
+    def auto(self) -> Iterator[sqlite3.Connection]:
+        # A single write statement starts its write transaction before it reads, so an
+        # autocommit UPDATE … RETURNING is as safe here as inside BEGIN IMMEDIATE.
+        with self._lock:
+            yield self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @staticmethod
+    def array(values: Sequence[Any]) -> str:
+        return json.dumps(list(values))
+
+    def run_each(self, conn: sqlite3.Connection, query: str, rows: Sequence[Row],
+                 key: int = 1) -> list[bool]:
+        # executemany is SQLite's fastest path, but its row count is a total: when every
+        # row took effect (the usual case) that says it all; otherwise undo and redo the
+        # rows one by one for their answers.
+        if not rows:
+            return []
+        q = self.queries
+        sql = q[query]
+        conn.execute(q["savepoint"])
+        if conn.executemany(sql, rows).rowcount == len(rows):
+            conn.execute(q["release_savepoint"])
+            return [True] * len(rows)
+        conn.execute(q["rollback_to_savepoint"])
+        conn.execute(q["release_savepoint"])
+        return [conn.execute(sql, row).rowcount > 0 for row in rows]
+
+    @staticmethod
+    def count_shard() -> int:
+        return 0  # one writer: nothing to spread
+
+    def notify(self, conn: sqlite3.Connection, channel: str) -> None:
+        """Nothing to do: one node per file, woken by its in-process notifier."""
+
+    def lock(self, conn: sqlite3.Connection, key: int) -> None:
+        """Nothing to do: `BEGIN IMMEDIATE` already serialises every write transaction."""
+
+    def try_lock(self, conn: sqlite3.Connection, key: int) -> bool:
+        return True
+
+    def insert_messages(self, conn: sqlite3.Connection, rows: Sequence[Row]) -> None:
+        conn.executemany(self.queries["insert_message"], rows)
+
+    def send_standard(self, queue_id: int, rows: Sequence[Row], channel: str) -> None:
+        with self.tx() as conn:
+            conn.executemany(self.queries["insert_message"], rows)
+            conn.execute(self.queries["add_count"], (queue_id, 0, len(rows)))
+
+    def delete_receipts(self, queue_id: int, receipts: Sequence[tuple[int, int]],
+                        ) -> set[int]:
+        with self.tx() as conn:
+            done = self.run_each(conn, "delete_message",
+                                 [(row_id, queue_id, token) for row_id, token in receipts])
+            gone = {r[0] for r, ok in zip(receipts, done, strict=True) if ok}
+            if gone:
+                conn.execute(self.queries["add_count"], (queue_id, 0, -len(gone)))
+        return gone
+
+    def insert_schedule_rows(self, conn: sqlite3.Connection, rows: Sequence[Row]) -> int:
+        return int(conn.executemany(self.queries["insert_schedule"], rows).rowcount)

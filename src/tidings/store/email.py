@@ -1,0 +1,141 @@
+"""Templates, the suppression list and the delivery log: the `EmailStore` half of
+`SqlStore`. A delivery's state changes only through `update_delivery` and
+`record_deliveries`, compare-and-sets checked against `tidings.model.states.DELIVERIES`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from tidings.errors import ConflictError, TemplateNotFound
+from tidings.model.email import Delivery, StoredTemplate, Suppression, SuppressionReason
+from tidings.model.states import DELIVERIES, DeliveryState
+from tidings.store import rows
+from tidings.store.driver import Conn
+from tidings.store.sqlbase import SqlBase
+
+NO_SEQ = 2**62  # "before the end": the first page of the delivery log
+
+
+def _template_missing(name: str) -> TemplateNotFound:
+    return TemplateNotFound(name, f"Template {name} does not exist.")
+
+
+class SqlEmail(SqlBase):
+    # templates --------------------------------------------------------------------------
+
+    def create_template(self, template: StoredTemplate) -> None:
+        t = template
+        with self.driver.auto() as conn:
+            if conn.execute(self.q["insert_template"], (t.name, t.subject, t.html, t.text,
+                                                        t.created_at, t.modified_at)
+                            ).rowcount == 0:
+                raise ConflictError(f"Template {t.name} already exists.")
+
+    def update_template(self, name: str, subject: str, html: str | None, text: str | None,
+                        now: int) -> StoredTemplate:
+        with self.driver.tx() as conn:
+            if conn.execute(self.q["update_template"],
+                            (subject, html, text, now, name)).rowcount == 0:
+                raise _template_missing(name)
+            return rows.template(conn.execute(self.q["template_by_name"], (name,)).fetchone())
+
+    def get_template(self, name: str) -> StoredTemplate:
+        row = self._one("template_by_name", (name,))
+        if row is None:
+            raise _template_missing(name)
+        return rows.template(row)
+
+    def list_templates(self, after: str | None, limit: int) -> list[StoredTemplate]:
+        return [rows.template(r) for r in self._all("list_templates", (after or "", limit))]
+
+    def delete_template(self, name: str) -> None:
+        with self.driver.auto() as conn:
+            if conn.execute(self.q["delete_template"], (name,)).rowcount == 0:
+                raise _template_missing(name)
+
+    # suppression list -------------------------------------------------------------------
+
+    def add_suppressions(self, addresses: Sequence[str], reason: SuppressionReason,
+                         now: int) -> int:
+        with self.driver.tx() as conn:
+            return sum(self.driver.run_each(conn, "put_suppression",
+                                            [(a, reason.value, now) for a in addresses]))
+
+    def remove_suppression(self, address: str) -> bool:
+        with self.driver.auto() as conn:
+            return bool(conn.execute(self.q["delete_suppression"], (address,)).rowcount > 0)
+
+    def suppressed_among(self, addresses: Sequence[str]) -> dict[str, Suppression]:
+        if not addresses:
+            return {}
+        found = self._all("suppressed_among", (self.driver.array(addresses),))
+        return {r[0]: rows.suppression(r) for r in found}
+
+    def list_suppressions(self, reason: SuppressionReason | None, after: str | None,
+                          limit: int) -> list[Suppression]:
+        return [rows.suppression(r) for r in self._all("list_suppressions", {
+            "after": after or "", "reason": reason.value if reason else None,
+            "limit": limit})]
+
+    # delivery log -----------------------------------------------------------------------
+
+    def _insert_delivery(self, conn: Conn, d: Delivery) -> bool:
+        row = conn.execute(self.q["insert_delivery"], (
+            d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
+            json.dumps(list(d.recipients)), d.state.value, d.detail, d.attempts, d.created_at,
+            d.updated_at)).fetchone()
+        if row is None:
+            return False
+        self.driver.run_each(conn, "insert_delivery_recipient",
+                             [(a.lower(), row[0]) for a in d.recipients])
+        return True
+
+    def insert_delivery(self, delivery: Delivery) -> bool:
+        with self.driver.tx() as conn:
+            return self._insert_delivery(conn, delivery)
+
+    def record_deliveries(self, deliveries: Sequence[Delivery]) -> list[bool]:
+        out = []
+        with self.driver.tx() as conn:
+            for d in deliveries:
+                out.append(self._insert_delivery(conn, d) or self._move_delivery(
+                    conn, d.id, DeliveryState.QUEUED, d.state, d.detail, d.attempts,
+                    d.updated_at))
+        return out
+
+    def update_delivery(self, delivery_id: str, current: DeliveryState, new: DeliveryState,
+                        detail: str | None, attempts: int, now: int) -> bool:
+        with self.driver.auto() as conn:
+            return self._move_delivery(conn, delivery_id, current, new, detail, attempts, now)
+
+    def _move_delivery(self, conn: Conn, delivery_id: str, current: DeliveryState,
+                       new: DeliveryState, detail: str | None, attempts: int, now: int,
+                       ) -> bool:
+        DELIVERIES.check(current, new)
+        return bool(conn.execute(self.q["update_delivery"], (
+            new.value, detail, attempts, now, delivery_id, current.value)).rowcount > 0)
+
+    def get_delivery(self, delivery_id: str) -> Delivery | None:
+        row = self._one("delivery_by_id", (delivery_id,))
+        return None if row is None else rows.delivery(row)
+
+    def get_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, Delivery]:
+        if not delivery_ids:
+            return {}
+        found = self._all("deliveries_by_id", (self.driver.array(delivery_ids),))
+        return {d.id: d for d in map(rows.delivery, found)}
+
+    def list_deliveries(self, recipient: str | None, state: DeliveryState | None,
+                        before: int | None, limit: int) -> list[Delivery]:
+        args = {"before": NO_SEQ if before is None else before,
+                "state": None if state is None else state.value, "limit": limit}
+        if recipient is None:
+            found = self._all("list_deliveries", args)
+        else:
+            found = self._all("list_recipient_deliveries", {**args, "address": recipient})
+        return [rows.delivery(r) for r in found]
+
+    def delivery_state_counts(self, schedule_prefix: str) -> dict[str, int]:
+        found = self._all("delivery_state_counts", rows.prefix_range(schedule_prefix))
+        return {state: int(n) for state, n in found}

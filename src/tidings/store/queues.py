@@ -1,0 +1,283 @@
+"""Queues and messages: the `QueueStore` half of `SqlStore`.
+
+Every write to a message is one of the operations of `tidings.model.states.MessageOp`,
+each a method here whose SQL guards the states it applies to (a compare-and-set on the
+lease for in-flight messages, on `visible_at <= now` for visible ones).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from tidings.errors import ConflictError, QueueNotFound
+from tidings.model.messages import NewMessage, PeekedMessage
+from tidings.model.queues import MoveTask, QueueAttributes, QueueCounts, QueueRecord
+from tidings.model.receipts import Receipt
+from tidings.model.states import MOVE_TASKS, MoveTaskStatus
+from tidings.notify.base import queue_channel
+from tidings.store import rows
+from tidings.store.base import (
+    JobAck,
+    ReceiveOutcome,
+    ReceiveParams,
+    StoredMessage,
+    StoredSend,
+    VisibilityChange,
+)
+from tidings.store.driver import Conn
+from tidings.store.sqlbase import FIFO_RECEIVE_LOCK, MAINTENANCE_LOCK, SqlBase, message_row
+
+
+def _attributes_doc(attributes: QueueAttributes) -> str:
+    return json.dumps(attributes.to_json(), sort_keys=True)
+
+
+class SqlQueues(SqlBase):
+    def get_or_create_secret(self, key: str, make: bytes) -> bytes:
+        with self.driver.tx() as conn:
+            conn.execute(self.q["put_meta_if_absent"], (key, make))
+            return bytes(conn.execute(self.q["get_meta"], (key,)).fetchone()[0])
+
+    # queues -----------------------------------------------------------------------------
+
+    def create_queue(self, name: str, attributes: QueueAttributes, now: int) -> QueueRecord:
+        with self.driver.tx() as conn:
+            row = conn.execute(self.q["insert_queue"], (
+                name, attributes.fifo, _attributes_doc(attributes), now, now)).fetchone()
+            if row is not None:
+                return QueueRecord(row[0], name, attributes, now, now)
+            existing = rows.queue_record(conn.execute(self.q["queue_by_name"],
+                                                      (name,)).fetchone())
+        if existing.attributes.merged(tags={}) != attributes.merged(tags={}):
+            raise ConflictError(f"A queue named {name!r} already exists with different attributes")
+        return existing
+
+    def get_queue(self, name: str) -> QueueRecord:
+        row = self._one("queue_by_name", (name,))
+        if row is None:
+            raise QueueNotFound(name)
+        return rows.queue_record(row)
+
+    def get_queue_by_id(self, queue_id: int) -> QueueRecord:
+        row = self._one("queue_by_id", (queue_id,))
+        if row is None:
+            raise QueueNotFound(str(queue_id))
+        return rows.queue_record(row)
+
+    def list_queues(self, prefix: str, after: str | None, limit: int) -> list[QueueRecord]:
+        return [rows.queue_record(r) for r in self._all(
+            "list_queues", (*rows.prefix_range(prefix), after or "", limit))]
+
+    def update_queue(self, name: str, attributes: QueueAttributes, now: int) -> QueueRecord:
+        with self.driver.tx() as conn:
+            if conn.execute(self.q["update_queue"],
+                            (_attributes_doc(attributes), now, name)).rowcount == 0:
+                raise QueueNotFound(name)
+            return rows.queue_record(conn.execute(self.q["queue_by_name"], (name,)).fetchone())
+
+    def delete_queue(self, name: str) -> None:
+        with self.driver.tx() as conn:
+            row = conn.execute(self.q["queue_by_name"], (name,)).fetchone()
+            if row is None:
+                raise QueueNotFound(name)
+            for query in ("delete_queue_messages", "delete_queue_dedup", "delete_queue_jobs",
+                          "delete_queue_counts", "delete_queue"):
+                conn.execute(self.q[query], (row[0],))
+
+    def purge_queue(self, queue_id: int, now: int) -> int:
+        with self.driver.tx() as conn:
+            deleted = conn.execute(self.q["delete_queue_messages"], (queue_id,)).rowcount
+            conn.execute(self.q["delete_queue_counts"], (queue_id,))
+            conn.execute(self.q["set_purged_at"], (now, queue_id))
+        return int(deleted)
+
+    def dead_letter_sources(self, dlq_name: str) -> list[QueueRecord]:
+        return [rows.queue_record(r) for r in self._all("dead_letter_sources", (dlq_name,))]
+
+    def queue_counts(self, queue_id: int, now: int) -> QueueCounts:
+        with self.driver.auto() as conn:
+            total = conn.execute(self.q["queue_total"], (queue_id,)).fetchone()[0]
+            in_flight, delayed = conn.execute(self.q["not_visible_counts"],
+                                              (queue_id, now)).fetchone()
+        return QueueCounts(max(int(total) - in_flight - delayed, 0), in_flight, delayed)
+
+    # messages ---------------------------------------------------------------------------
+
+    def send_messages(self, queue_id: int, messages: Sequence[NewMessage], *, fifo: bool,
+                      now: int) -> list[StoredSend]:
+        if fifo:
+            with self.driver.tx() as conn:
+                return self._write_messages(conn, queue_id, messages, fifo, now)
+        if messages:
+            self.driver.send_standard(queue_id, [message_row(queue_id, m) for m in messages],
+                                      queue_channel(queue_id))
+        return [StoredSend(m.message_id, None, False) for m in messages]
+
+    def receive_messages(self, params: ReceiveParams) -> ReceiveOutcome:
+        p = params
+        if not p.fifo and p.max_receive_count is None:
+            # The common case is one statement: UPDATE … WHERE id IN (SELECT … LIMIT n)
+            # RETURNING, atomic on its own.
+            with self.driver.auto() as conn:
+                found = conn.execute(self.q["receive_simple"], (
+                    p.now + p.visibility_ms, p.lease_token, p.now, p.queue_id, p.now, p.now,
+                    p.max_messages)).fetchall()
+            leased = [rows.stored_message(r, False) for r in found]
+            leased.sort(key=lambda m: m.row_id)
+            return ReceiveOutcome(leased, 0)
+        with self.driver.tx() as conn:
+            if p.fifo:
+                self.driver.lock(conn, FIFO_RECEIVE_LOCK + p.queue_id)
+            leased, dead = self._receive_in(conn, p)
+        leased.sort(key=lambda m: m.row_id)
+        return ReceiveOutcome(leased, dead)
+
+    def _receive_in(self, conn: Conn, p: ReceiveParams) -> tuple[list[StoredMessage], int]:
+        """Take candidates; those already at maxReceiveCount go to the DLQ instead. Loops
+        only when some went to the DLQ: each pass removes them, so it ends."""
+        leased: list[StoredMessage] = []
+        dead = 0
+        candidates = self.q["receive_candidates_fifo" if p.fifo else "receive_candidates"]
+        while len(leased) < p.max_messages:
+            want = p.max_messages - len(leased)
+            found = conn.execute(candidates, {"queue": p.queue_id, "now": p.now,
+                                              "limit": want}).fetchall()
+            if not found:
+                break
+            poison = {row_id for row_id, count in found
+                      if p.max_receive_count is not None and count >= p.max_receive_count}
+            if poison and p.dead_letter_queue_id is not None:
+                self._dead_letter(conn, p, p.dead_letter_queue_id, sorted(poison))
+                dead += len(poison)
+            else:
+                poison = set()
+            ids = [row_id for row_id, _ in found if row_id not in poison]
+            if ids:
+                returned = conn.execute(self.q["lease_messages"], (
+                    p.now + p.visibility_ms, p.lease_token, p.now, self.driver.array(ids),
+                    p.now)).fetchall()
+                leased.extend(rows.stored_message(r, p.fifo) for r in returned)
+            if len(found) < want or not poison:
+                break
+        return leased, dead
+
+    def _dead_letter(self, conn: Conn, p: ReceiveParams, dlq_id: int, ids: list[int]) -> None:
+        conn.execute(self.q["dead_letter_messages"], (
+            dlq_id, p.now, p.dead_letter_retention_ms or 0, self.driver.array(ids)))
+        self._add_count(conn, p.queue_id, -len(ids))
+        self._add_count(conn, dlq_id, len(ids))
+        self.driver.notify(conn, queue_channel(dlq_id))
+
+    def delete_messages(self, queue_id: int, receipts: Sequence[Receipt]) -> list[bool]:
+        gone = self.driver.delete_receipts(queue_id,
+                                           [(r.row_id, r.lease_token) for r in receipts])
+        return [r.row_id in gone for r in receipts]
+
+    def change_visibility(self, queue_id: int, changes: Sequence[VisibilityChange],
+                          now: int) -> list[bool]:
+        with self.driver.tx() as conn:
+            done = self.driver.run_each(conn, "change_visibility", [
+                (c.receipt.row_id, c.visible_at, c.error, queue_id, c.receipt.lease_token, now)
+                for c in changes])
+            if any(ok and c.visible_at <= now for ok, c in zip(done, changes, strict=True)):
+                self.driver.notify(conn, queue_channel(queue_id))
+        return done
+
+    def complete_jobs(self, queue_id: int, acks: Sequence[JobAck], now: int) -> list[bool]:
+        with self.driver.tx() as conn:
+            done = self.driver.run_each(conn, "delete_message", [
+                (a.receipt.row_id, queue_id, a.receipt.lease_token) for a in acks])
+            finished = [(a.job_id, queue_id, now) for a, ok in zip(acks, done, strict=True)
+                        if ok]
+            if finished:
+                self.driver.run_each(conn, "put_job_result", finished)
+                self._add_count(conn, queue_id, -len(finished))
+        return done
+
+    def peek_messages(self, queue_id: int, after: tuple[int, int] | None,
+                      limit: int) -> list[PeekedMessage]:
+        after_visible, after_id = after or (-(2**62), 0)
+        return [rows.peeked_message(r) for r in self._all("peek_messages", {
+            "queue": queue_id, "after_visible": after_visible, "after_id": after_id,
+            "limit": limit})]
+
+    def jobs_done(self, queue_id: int, job_ids: Sequence[str]) -> set[str]:
+        return {r[0] for r in self._all("jobs_done", (queue_id, self.driver.array(job_ids)))}
+
+    def next_visible_at(self, queue_id: int, now: int) -> int | None:
+        row = self._one("next_visible_at", (queue_id, now))
+        return None if row is None or row[0] is None else int(row[0])
+
+    # maintenance ------------------------------------------------------------------------
+
+    def expire_messages(self, now: int, limit: int) -> int:
+        with self.driver.tx() as conn:
+            if not self.driver.try_lock(conn, MAINTENANCE_LOCK):
+                return 0  # another node is sweeping right now
+            expired = conn.execute(self.q["expire_messages"], (now, limit)).fetchall()
+            per_queue: dict[int, int] = {}
+            for (queue_id,) in expired:
+                per_queue[queue_id] = per_queue.get(queue_id, 0) + 1
+            for queue_id, n in per_queue.items():
+                self._add_count(conn, queue_id, -n)
+            conn.execute(self.q["expire_dedup"], (now,))
+        return len(expired)
+
+    def forget_jobs(self, done_before: int, limit: int) -> int:
+        with self.driver.tx() as conn:
+            if not self.driver.try_lock(conn, MAINTENANCE_LOCK):
+                return 0
+            return int(conn.execute(self.q["forget_jobs"], (done_before, limit)).rowcount)
+
+    def move_messages(self, source_queue_id: int, destination_queue_id: int | None,
+                      limit: int, now: int) -> int:
+        with self.driver.tx() as conn:
+            found = conn.execute(self.q["movable_messages"], (source_queue_id, limit)).fetchall()
+            moved: dict[int, int] = {}
+            exists: dict[int, bool] = {}
+            for row_id, origin in found:
+                target = destination_queue_id if destination_queue_id is not None else origin
+                if target is None:
+                    continue  # never dead-lettered: no origin to return to; stays put
+                if target not in exists:  # its source queue may have been deleted since
+                    exists[target] = conn.execute(self.q["queue_by_id"],
+                                                  (target,)).fetchone() is not None
+                if not exists[target]:
+                    continue
+                conn.execute(self.q["move_message"], (target, now, row_id))
+                moved[target] = moved.get(target, 0) + 1
+            for target, n in moved.items():
+                self._add_count(conn, target, n)
+                self.driver.notify(conn, queue_channel(target))
+            if moved:
+                self._add_count(conn, source_queue_id, -sum(moved.values()))
+        return sum(moved.values())
+
+    # message move tasks -----------------------------------------------------------------
+
+    def create_move_task(self, task: MoveTask) -> None:
+        with self.driver.auto() as conn:
+            conn.execute(self.q["insert_move_task"], (
+                task.handle, task.source_queue_id, task.destination_queue_id,
+                task.max_per_second, task.status.value, task.moved, task.to_move,
+                task.started_at, task.failure_reason))
+
+    def list_move_tasks(self, source_queue_id: int, limit: int) -> list[MoveTask]:
+        return [rows.move_task(r) for r in self._all("list_move_tasks", (source_queue_id, limit))]
+
+    def active_move_tasks(self) -> list[MoveTask]:
+        return [rows.move_task(r) for r in self._all("active_move_tasks")]
+
+    def add_move_task_progress(self, handle: str, moved: int) -> None:
+        with self.driver.auto() as conn:
+            conn.execute(self.q["add_move_task_progress"], (moved, handle))
+
+    def set_move_task_status(self, handle: str, current: MoveTaskStatus,
+                             new: MoveTaskStatus, failure_reason: str | None = None) -> None:
+        MOVE_TASKS.check(current, new)
+        with self.driver.auto() as conn:
+            changed = conn.execute(self.q["set_move_task_status"], (
+                new.value, failure_reason, handle, current.value)).rowcount
+        if not changed:
+            raise ConflictError(f"message move task {handle} is no longer {current.value}")

@@ -1,0 +1,125 @@
+"""Rows to records, for every backend: the columns of each named `*_columns` query (and
+the RETURNING lists that repeat them) in one place, unpacked by name."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from tidings.model.campaigns import CampaignRecord, Step
+from tidings.model.email import Delivery, StoredTemplate, Suppression, SuppressionReason
+from tidings.model.messages import PeekedMessage
+from tidings.model.queues import MoveTask, QueueAttributes, QueueRecord
+from tidings.model.schedules import (
+    ActionAfterCompletion,
+    Schedule,
+    ScheduleGroup,
+    ScheduleSpec,
+    Target,
+)
+from tidings.model.states import CampaignStatus, DeliveryState, MoveTaskStatus, ScheduleState
+from tidings.store.base import StoredMessage
+
+Row = Sequence[Any]
+
+
+def queue_record(row: Row) -> QueueRecord:
+    queue_id, name, attributes, created_at, modified_at, purged_at = row
+    return QueueRecord(queue_id, name, QueueAttributes.from_json(json.loads(attributes)),
+                       created_at, modified_at, purged_at)
+
+
+def stored_message(row: Row, fifo: bool) -> StoredMessage:
+    (row_id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
+     receive_count, first_received_at, sent_at, group_id, deduplication_id,
+     source_queue_id, last_error) = row
+    return StoredMessage(
+        row_id=row_id, lease_token=lease_token, message_id=message_id, body=body,
+        md5_body=md5_body, attributes_json=attributes, md5_attributes=md5_attributes,
+        receive_count=receive_count, first_received_at=first_received_at, sent_at=sent_at,
+        group_id=group_id, deduplication_id=deduplication_id,
+        sequence_number=row_id if fifo else None,  # the row id doubles as FIFO sequence
+        source_queue_id=source_queue_id, last_error=last_error)
+
+
+def peeked_message(row: Row) -> PeekedMessage:
+    (row_id, message_id, body, attributes, sent_at, visible_at, leased, receive_count,
+     first_received_at, group_id, source_queue_id, last_error) = row
+    return PeekedMessage(row_id, message_id, body, attributes, sent_at, visible_at,
+                         bool(leased), receive_count, first_received_at, group_id,
+                         source_queue_id, last_error)
+
+
+def move_task(row: Row) -> MoveTask:
+    (handle, source, destination, max_per_second, status, moved, to_move, started_at,
+     failure_reason) = row
+    return MoveTask(handle, source, destination, max_per_second, MoveTaskStatus(status),
+                    moved, to_move, started_at, failure_reason)
+
+
+@lru_cache(maxsize=1024)
+def target_of(text: str) -> Target:
+    """Targets are immutable and mostly shared (a fan-out names one queue): parse once."""
+    return Target.from_json(json.loads(text))
+
+
+def schedule(row: Row) -> Schedule:
+    (schedule_id, group, name, state, expression, timezone, start_ms, end_ms, flex, target,
+     action, description, client_token, next_fire_at, due_at, last_fired_at, created_at,
+     modified_at) = row
+    spec = ScheduleSpec(
+        name=name, group=group, state=ScheduleState(state), expression=expression,
+        timezone=timezone, start_ms=start_ms, end_ms=end_ms, flexible_window_minutes=flex,
+        target=target_of(target), action_after_completion=ActionAfterCompletion(action),
+        description=description, client_token=client_token)
+    return Schedule(spec=spec, id=schedule_id, next_fire_at=next_fire_at, due_at=due_at,
+                    last_fired_at=last_fired_at, created_at=created_at,
+                    modified_at=modified_at)
+
+
+def schedule_group(row: Row) -> ScheduleGroup:
+    name, created_at, modified_at, tags = row
+    return ScheduleGroup(name, created_at, modified_at, json.loads(tags))
+
+
+def template(row: Row) -> StoredTemplate:
+    name, subject, html, text, created_at, modified_at = row
+    return StoredTemplate(name, subject, html, text, created_at, modified_at)
+
+
+def suppression(row: Row) -> Suppression:
+    address, reason, created_at = row
+    return Suppression(address, SuppressionReason(reason), created_at)
+
+
+def delivery(row: Row) -> Delivery:
+    (seq, delivery_id, message_id, execution_id, schedule_name, template_name, sender,
+     recipients, state, detail, attempts, created_at, updated_at) = row
+    return Delivery(seq=seq, id=delivery_id, message_id=message_id,
+                    execution_id=execution_id, schedule=schedule_name,
+                    template=template_name, sender=sender,
+                    recipients=tuple(json.loads(recipients)), state=DeliveryState(state),
+                    detail=detail, attempts=attempts, created_at=created_at,
+                    updated_at=updated_at)
+
+
+def steps_text(steps: Sequence[Step]) -> str:
+    return json.dumps([s.to_json() for s in steps], separators=(",", ":"))
+
+
+def campaign(row: Row) -> CampaignRecord:
+    (name, steps, template_name, status, rows_read, created, row_errors, cancelled,
+     created_at, modified_at) = row
+    return CampaignRecord(
+        name=name, steps=tuple(Step.from_json(d) for d in json.loads(steps)),
+        template=template_name, status=CampaignStatus(status), rows_read=int(rows_read),
+        schedules_created=int(created), row_errors=int(row_errors),
+        cancelled=int(cancelled), created_at=int(created_at), modified_at=int(modified_at))
+
+
+def prefix_range(prefix: str) -> tuple[str, str]:
+    """[prefix, prefix + U+10FFFF): a prefix match an index range scan can serve (LIKE's
+    wildcards could hide in a prefix; a range cannot)."""
+    return prefix, prefix + "\U0010ffff"

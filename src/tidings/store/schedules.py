@@ -1,0 +1,202 @@
+"""Schedules and schedule groups: the `ScheduleStore` half of `SqlStore`.
+
+A firing is a compare-and-set on (claim token, occurrence): a node that lost its claim
+(paused past it, or killed) writes nothing, so each occurrence fires once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from tidings.errors import GroupNotFound, ScheduleNotFound
+from tidings.model.messages import NewMessage
+from tidings.model.schedules import Schedule, ScheduleGroup, ScheduleRow, target_text
+from tidings.notify.base import SCHEDULES_CHANNEL
+from tidings.store import rows
+from tidings.store.base import Firing, NewSchedule
+from tidings.store.driver import Conn, Row
+from tidings.store.sqlbase import SqlBase
+
+
+def _not_found(group: str, name: str) -> ScheduleNotFound:
+    return ScheduleNotFound(f"{group}/{name}", f"Schedule {name} does not exist.")
+
+
+def schedule_rows(new: Sequence[NewSchedule], now: int) -> list[ScheduleRow]:
+    texts: dict[int, str] = {}  # a fan-out's specs share one Target: serialise it once
+    out = []
+    for r in new:
+        s = r.spec
+        target = texts.get(id(s.target)) or texts.setdefault(id(s.target),
+                                                             target_text(s.target))
+        out.append(ScheduleRow(s.group, s.name, s.state.value, s.expression, s.timezone,
+                               s.start_ms, s.end_ms, s.flexible_window_minutes, target,
+                               s.action_after_completion.value, s.description,
+                               s.client_token, r.next_fire_at, r.due_at, now, now))
+    return out
+
+
+class SqlSchedules(SqlBase):
+    # groups -----------------------------------------------------------------------------
+
+    def create_group(self, name: str, tags: dict[str, str], now: int) -> bool:
+        with self.driver.auto() as conn:
+            return bool(conn.execute(self.q["insert_group"],
+                                     (name, now, now, json.dumps(tags))).rowcount > 0)
+
+    def get_group(self, name: str) -> ScheduleGroup:
+        row = self._one("group_by_name", (name,))
+        if row is None:
+            raise GroupNotFound(name)
+        return rows.schedule_group(row)
+
+    def list_groups(self, prefix: str, after: str | None, limit: int) -> list[ScheduleGroup]:
+        return [rows.schedule_group(r) for r in self._all(
+            "list_groups", (*rows.prefix_range(prefix), after or "", limit))]
+
+    def delete_group(self, name: str) -> int:
+        with self.driver.tx() as conn:
+            if conn.execute(self.q["delete_group"], (name,)).rowcount == 0:
+                raise GroupNotFound(name)
+            return int(conn.execute(self.q["delete_group_schedules"], (name,)).rowcount)
+
+    def tag_group(self, name: str, tags: dict[str, str], now: int) -> None:
+        with self.driver.auto() as conn:
+            if conn.execute(self.q["update_group_tags"],
+                            (json.dumps(tags), now, name)).rowcount == 0:
+                raise GroupNotFound(name)
+
+    # schedules --------------------------------------------------------------------------
+
+    def _check_groups(self, conn: Conn, groups: set[str]) -> None:
+        for group in groups:
+            if conn.execute(self.q["group_by_name"], (group,)).fetchone() is None:
+                raise GroupNotFound(group)
+
+    def insert_schedules(self, rows: Sequence[NewSchedule], now: int) -> list[bool]:
+        staged = schedule_rows(rows, now)
+        if not staged:
+            return []
+        with self.driver.tx() as conn:
+            self._check_groups(conn, {r.group for r in staged})
+            # Usually every row is new: then the count says so and nothing else travels.
+            # Otherwise undo and insert again, asking which rows went in.
+            conn.execute(self.q["savepoint"])
+            if self.driver.insert_schedule_rows(conn, staged) == len(staged):
+                conn.execute(self.q["release_savepoint"])
+                inserted = [True] * len(staged)
+            else:
+                conn.execute(self.q["rollback_to_savepoint"])
+                conn.execute(self.q["release_savepoint"])
+                inserted = self.driver.run_each(conn, "insert_schedule", staged, key=2)
+            if any(inserted):
+                self.driver.notify(conn, SCHEDULES_CHANNEL)
+        return inserted
+
+    def insert_schedule_rows(self, rows: Sequence[ScheduleRow],
+                             campaign: str | None = None) -> int:
+        if not rows:
+            return 0
+        with self.driver.tx() as conn:
+            self._check_groups(conn, {r.group for r in rows})
+            count = self.driver.insert_schedule_rows(conn, rows)
+            if count:
+                self.driver.notify(conn, SCHEDULES_CHANNEL)
+                if campaign is not None:
+                    conn.execute(self.q["add_campaign_created"], (count, campaign))
+        return count
+
+    def get_schedule(self, group: str, name: str) -> Schedule:
+        row = self._one("schedule_by_name", (group, name))
+        if row is None:
+            raise _not_found(group, name)
+        return rows.schedule(row)
+
+    def list_schedules(self, group: str | None, prefix: str, state: str | None,
+                       after: tuple[str, str] | None, limit: int) -> list[Schedule]:
+        lo, hi = rows.prefix_range(prefix)
+        after_group, after_name = after or ("", "")
+        if group is None:
+            found = self._all("list_schedules", {
+                "lo": lo, "hi": hi, "state": state, "after_group": after_group,
+                "after_name": after_name, "limit": limit})
+        elif after_group > group:
+            found = []  # the page token is past this group already
+        else:
+            found = self._all("list_group_schedules", {
+                "group": group, "lo": lo, "hi": hi, "state": state,
+                "after_name": after_name if after_group == group else "", "limit": limit})
+        return [rows.schedule(r) for r in found]
+
+    def replace_schedule(self, row: NewSchedule, now: int) -> Schedule:
+        s = row.spec
+        (staged,) = schedule_rows([row], now)
+        with self.driver.tx() as conn:
+            if conn.execute(self.q["replace_schedule"], (
+                    staged.state, staged.expression, staged.timezone, staged.start_ms,
+                    staged.end_ms, staged.flexible_window_minutes, staged.target,
+                    staged.action_after_completion, staged.description, row.next_fire_at,
+                    row.due_at, now, s.group, s.name)).rowcount == 0:
+                raise _not_found(s.group, s.name)
+            self.driver.notify(conn, SCHEDULES_CHANNEL)
+            return rows.schedule(conn.execute(self.q["schedule_by_name"],
+                                              (s.group, s.name)).fetchone())
+
+    def delete_schedule(self, group: str, name: str) -> None:
+        with self.driver.auto() as conn:
+            if conn.execute(self.q["delete_schedule"], (group, name)).rowcount == 0:
+                raise _not_found(group, name)
+
+    def next_due_at(self) -> int | None:
+        row = self._one("next_due_at")
+        return None if row is None or row[0] is None else int(row[0])
+
+    def claim_due_schedules(self, now: int, limit: int, claim_ms: int,
+                            token: int) -> list[Schedule]:
+        # One statement: claiming moves due_at to the end of the claim, so if this node
+        # dies before completing, the row is simply due again then (no rescuer).
+        claimed = [rows.schedule(r)
+                   for r in self._all("claim_due", (now + claim_ms, token, now, limit))]
+        claimed.sort(key=lambda s: (s.next_fire_at or 0, s.id))
+        return claimed
+
+    def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:
+        deletes: list[Row] = [(f.schedule_id, f.claim_token, f.occurrence)
+                              for f in firings if f.delete]
+        advances: list[Row] = [(f.schedule_id, f.claim_token, f.occurrence, f.next_fire_at,
+                                f.due_at, now if f.fired else None)
+                               for f in firings if not f.delete]
+        with self.driver.tx() as conn:
+            held = {r[0] for r, ok in zip(deletes, self.driver.run_each(
+                conn, "delete_fired_schedule", deletes), strict=True) if ok}
+            held.update(r[0] for r, ok in zip(advances, self.driver.run_each(
+                conn, "advance_schedule", advances), strict=True) if ok)
+            pending: dict[tuple[int, bool], list[NewMessage]] = {}
+            for f in firings:
+                if f.schedule_id in held:
+                    for tm in f.messages:
+                        pending.setdefault((tm.queue_id, tm.fifo), []).append(tm.message)
+            for (queue_id, fifo), messages in pending.items():
+                self._write_messages(conn, queue_id, messages, fifo, now)
+        return [f.schedule_id in held for f in firings]
+
+    def count_schedules(self) -> int:
+        return int(self._one("count_schedules")[0])
+
+    # group-wide reads (campaigns, forecasts) --------------------------------------------
+
+    def disabled_schedules(self, group: str, after: str, limit: int,
+                           ) -> list[tuple[str, int | None, int | None]]:
+        return [(name, nxt, flex) for name, nxt, flex in
+                self._all("disabled_schedules", (group, after, limit))]
+
+    def schedule_state_counts(self, group: str) -> dict[str, int]:
+        return {state: int(n) for state, n in self._all("schedule_state_counts", (group,))}
+
+    def firing_counts(self, start_ms: int, end_ms: int, bucket_ms: int, *,
+                      by_occurrence: bool = False) -> list[tuple[int, str, int]]:
+        query = "firings_by_occurrence" if by_occurrence else "firings_by_due"
+        found: list[Any] = self._all(query, (bucket_ms, start_ms, end_ms))
+        return [(int(bucket) * bucket_ms, str(kind), int(n)) for bucket, kind, n in found]

@@ -1,0 +1,12 @@
+"""`SqlStore`: the `Store` protocol implemented once, over any `Driver`."""
+
+from __future__ import annotations
+
+from tidings.store.campaigns import SqlCampaigns
+from tidings.store.email import SqlEmail
+from tidings.store.queues import SqlQueues
+from tidings.store.schedules import SqlSchedules
+
+
+class SqlStore(SqlQueues, SqlSchedules, SqlEmail, SqlCampaigns):
+    """Every part shares `SqlBase` (the driver and its queries); each adds its tables."""
