@@ -12,8 +12,6 @@ Final line: {"firings_per_s_1_node", "firings_per_s_3_nodes", ...}.
 
 from __future__ import annotations
 
-from _common import peak_rss_mb, report  # noqa: I001  (first: see _common)
-
 import argparse
 import os
 import socket
@@ -23,6 +21,7 @@ import time
 import uuid
 
 import psycopg
+from _common import peak_rss_mb, report  # noqa: I001  (first: see _common)
 
 from tidings.client import Tidings
 from tidings.model.schedules import ActionAfterCompletion, ScheduleSpec, Target, TargetKind

@@ -28,7 +28,8 @@ from _common import peak_rss_mb, percentile, report  # noqa: E402
 from tidings.client import Tidings  # noqa: E402
 from tidings.clock import SystemClock  # noqa: E402
 from tidings.engine.bridge import Bridge  # noqa: E402
-from tidings.engine.dispatcher import Dispatcher, ensure_delivery_queue  # noqa: E402
+from tidings.engine.dispatcher import Dispatcher  # noqa: E402
+from tidings.engine.internal_queues import ensure_internal_queues  # noqa: E402
 from tidings.model.schedules import (  # noqa: E402
     ActionAfterCompletion,
     ScheduleSpec,
@@ -71,7 +72,7 @@ def main() -> None:
     tmp = tempfile.mkdtemp(prefix="tidings-bench-")
     clock = ShiftedClock()
     t = Tidings(settings=Settings(db=args.db or f"sqlite:///{tmp}/bench.db"), clock=clock)
-    ensure_delivery_queue(t.queues)
+    ensure_internal_queues(t.queues)
     queue = f"bench-{os.getpid()}"
     t.queues.create_queue(queue, retention_s=14 * 86400)
     target = Target(TargetKind.QUEUE, queue, input='{"type": "reminder", "id": "x"}')

@@ -35,7 +35,9 @@ class Tidings:
         key = secret.encode() if secret else self.store.get_or_create_secret(
             "receipt-secret", secrets.token_bytes(32))
         self.signer = ReceiptSigner(key)
-        self.queues = QueueService(self.store, self.clock, self.notifier, self.signer)
+        self.queues = QueueService(
+            self.store, self.clock, self.notifier, self.signer,
+            arn_prefix=f"arn:aws:sqs:{self.settings.region}:{self.settings.account_id}")
         self.schedules = ScheduleService(
             self.store, self.clock, self.notifier,
             arn_prefix=f"arn:aws:scheduler:{self.settings.region}:{self.settings.account_id}")

@@ -14,7 +14,8 @@ import pytest
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
 from tidings.engine.bridge import Bridge
-from tidings.engine.dispatcher import DELIVERY_QUEUE, Dispatcher, ensure_delivery_queue
+from tidings.engine.dispatcher import Dispatcher
+from tidings.engine.internal_queues import DELIVERY_QUEUE, ensure_internal_queues
 from tidings.errors import ConflictError, GroupNotFound, ScheduleNotFound, ValidationError
 from tidings.model.schedules import (
     ActionAfterCompletion,
@@ -32,7 +33,7 @@ def ms(text: str) -> int:
 
 @pytest.fixture
 def dispatcher(t: Tidings) -> Dispatcher:
-    ensure_delivery_queue(t.queues)
+    ensure_internal_queues(t.queues)
     return Dispatcher(t.schedules, t.queues, t.store, t.clock, t.notifier, Bridge(1))
 
 

@@ -37,6 +37,7 @@ from tidings.store.base import (
     NewSchedule,
     ReceiveOutcome,
     ReceiveParams,
+    Rejection,
     Store,
     TargetMessage,
     VisibilityChange,
@@ -102,6 +103,9 @@ class Probe:
             self._receive(max_receive_count=1)
         elif op is MessageOp.CHANGE_VISIBILITY:
             s.change_visibility(q, [VisibilityChange(self.receipt, NOW + 60_000)], NOW)
+        elif op is MessageOp.REJECT:
+            s.reject_messages(q, [Rejection(self.receipt, "NotAJob: not JSON")], self.dlq.id,
+                              86_400_000, NOW)
         elif op is MessageOp.DELETE:
             s.delete_messages(q, [self.receipt])
         elif op is MessageOp.COMPLETE_JOB:
@@ -146,7 +150,8 @@ def test_a_stale_receipt_neither_deletes_nor_extends(store: Store) -> None:
                                    NOW + VT + 2) == [False]
     assert store.delete_messages(probe.queue.id, [stale]) == [False]
     assert store.complete_jobs(probe.queue.id, [JobAck(stale, "j")], NOW + VT + 2) == [False]
-    assert store.jobs_done(probe.queue.id, ["j"]) == set()
+    assert store.reject_messages(probe.queue.id, [Rejection(stale, "x")], probe.dlq.id, 1000,
+                                 NOW + VT + 2) == [False]
     fresh = Receipt(probe.queue.id, again.row_id, again.lease_token)
     assert store.delete_messages(probe.queue.id, [fresh]) == [True]
 

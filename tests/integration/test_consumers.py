@@ -84,7 +84,7 @@ def test_failures_retry_with_backoff_then_dead_letter_with_error(db_url: str) ->
     assert attempts == [1, 2, 3]
     [dead] = t.queues.receive("jobs-dlq", wait_s=0)
     assert dead.last_error == "RuntimeError: downstream unavailable (attempt 3)"
-    assert dead.dead_letter_source == "jobs"
+    assert dead.dead_letter_source == "arn:aws:sqs:us-east-1:000000000000:jobs"
     t.close()
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from email_relay import Relay, running_relay
 
 from tidings.client import Tidings
+from tidings.engine.internal_queues import EMAIL_QUEUE
 from tidings.engine.runtime import Node
 from tidings.model.email import DeliveryState, SuppressionReason
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
@@ -208,15 +209,26 @@ def test_template_data_is_never_rerendered_and_escaped_only_in_html(db_url: str)
     t.close()
 
 
-def test_no_relay_configured_fails_clearly_without_retry(db_url: str) -> None:
+def test_a_node_without_a_relay_leaves_email_waiting_for_one_with(db_url: str) -> None:
     t = tidings_for(db_url)
     t.email.create_template("welcome", "Hello {{name}}", text="Hi")
     t.schedules.create(ScheduleSpec("norelay", just_now(), email_target(
         send_doc(["x@example.org"], data={"name": "X"}))))
-    run_node(t, lambda: states(t) == [DeliveryState.FAILED])
-    delivery = t.email.log()[0][0]
-    assert delivery.detail == "no SMTP relay configured (TIDINGS_SMTP_URL)"
-    assert delivery.attempts == 1
+    sent = t.email.send(json.loads(send_doc(["y@example.org"], data={"name": "Y"})))
+
+    def waiting() -> int:
+        c = t.queues.describe(EMAIL_QUEUE).counts
+        return c.visible + c.in_flight + c.delayed
+
+    run_node(t, lambda: waiting() == 2, timeout=10)  # fired, but nobody may send it
+    time.sleep(0.5)
+    assert waiting() == 2
+    assert [d.state for d in t.email.log()[0]] == [DeliveryState.QUEUED]  # the API's send
+    relay = Relay()
+    with running_relay(relay) as url:
+        run_node(t, lambda: len(relay.received) == 2, smtp_url=url)
+    assert sorted(states(t)) == [DeliveryState.SENT, DeliveryState.SENT]
+    assert t.email.get_delivery(sent.id).attempts == 1
     t.close()
 
 

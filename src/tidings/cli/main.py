@@ -69,10 +69,12 @@ def worker(
     app_spec: AppFlag = None,
     db: DbFlag = None,
     concurrency: ConcurrencyFlag = None,
+    smtp_url: SmtpUrlFlag = None,
 ) -> None:
     """Run your app's consumers (and maintenance) without the HTTP API."""
     with errors_handled():
-        settings = Settings.from_env(db=db, app=app_spec, concurrency=concurrency)
+        settings = Settings.from_env(db=db, app=app_spec, concurrency=concurrency,
+                                     smtp_url=smtp_url)
         from tidings.engine.runtime import work
 
         work(settings)

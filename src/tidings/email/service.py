@@ -30,7 +30,7 @@ from tidings.email.templates import (
     parse_template_data,
 )
 from tidings.email.unsubscribe import UnsubscribeRequest, UnsubscribeTokens
-from tidings.engine.dispatcher import DELIVERY_QUEUE, ensure_delivery_queue
+from tidings.engine.internal_queues import EMAIL_QUEUE, ensure_internal_queues
 from tidings.engine.queues import QueueService
 from tidings.errors import NotFoundError, TidingsError, ValidationError
 from tidings.model.email import (
@@ -47,7 +47,7 @@ from tidings.model.queues import check_range
 from tidings.model.schedules import Target, TargetKind
 from tidings.settings import Settings
 from tidings.store.base import Store
-from tidings.targets.base import FiringContext
+from tidings.targets.base import FiringContext, delivery_job
 
 TEMPLATE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # SES: letters, digits, _ and -, ≤ 64
 
@@ -212,18 +212,17 @@ class EmailService:
             self.compiled(msg.template)  # TemplateNotFound / a stale bad template, now
         delivery_id = str(uuid.uuid4())
         now = self.clock.now_ms()
+        ctx = FiringContext("", "", "", now, delivery_id)
+        job = json.dumps(delivery_job(ctx, Target(TargetKind.EMAIL, ""), json.dumps(
+            send_email_document(msg), ensure_ascii=False)), ensure_ascii=False)
         delivery = Delivery(id=delivery_id, message_id=self.message_id(delivery_id, msg),
                             sender=msg.from_address, recipients=msg.recipients,
                             state=DeliveryState.QUEUED, created_at=now, updated_at=now,
-                            template=msg.template)
+                            template=msg.template, document=job)
         self.store.insert_delivery(delivery)
-        ctx = FiringContext("", "", "", now, delivery_id)
-        job = {"type": "tidings.delivery", "id": delivery_id, "context": ctx.to_json(),
-               "target": Target(TargetKind.EMAIL, "").to_json(),
-               "input": json.dumps(send_email_document(msg), ensure_ascii=False)}
-        ensure_delivery_queue(self.queues)
+        ensure_internal_queues(self.queues)
         try:
-            self.queues.send(DELIVERY_QUEUE, json.dumps(job, ensure_ascii=False))
+            self.queues.send(EMAIL_QUEUE, job)
         except Exception as exc:
             self.store.update_delivery(delivery_id, DeliveryState.QUEUED, DeliveryState.FAILED,
                                        f"could not be queued: {exc}", 0, self.clock.now_ms())

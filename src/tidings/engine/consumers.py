@@ -1,282 +1,485 @@
-"""Consumers: handlers registered by job type, run by tidings itself (no worker fleet).
+"""Consumers: your handlers, run by tidings itself (no worker fleet), at queue speed.
 
-A message is a job when its body is JSON `{"type": …, "id": …, …}`. The same queue takes
-jobs sent by an API call and jobs a schedule fires, so one handler serves both.
+One `Consumer` serves every queue an `App` handles. For each queue a poller receives as
+many messages as there are free handler slots plus a prefetch buffer, in one
+transaction, and reserves their job keys in one more; handlers run `concurrency` at once
+(sync ones on daemon threads, async ones on the loop); finished jobs are acknowledged in
+group commits (many messages' deletes and done records per transaction, each job only
+after its handler returned).
 
-Guarantees, built on the queue's SQS semantics:
-- *Idempotent*: a job's key (`type:id`, or the message id when the body has no id) is
-  recorded as done in the same transaction that deletes its message. A redelivered job
-  whose key is recorded is acknowledged without running the handler again.
-- *Heartbeat*: while a handler runs past half its visibility timeout, the lease is
-  extended, so a long job is not handed to someone else mid-flight.
-- *Retries*: a failure makes the message visible again after an exponential backoff
-  with jitter (via the visibility timeout), its error recorded on the message; after the
-  queue's maxReceiveCount the next receive moves it to the dead-letter queue.
+Guarantees (the README's "Jobs" paragraph says the same to users):
+- *Once per identity*: a job key (`tidings.engine.app.Job.key`) is reserved before its
+  handler runs and marked done in the transaction that deletes its message. A duplicate
+  that arrives while the first runs waits for it (held, its lease extended) and is then
+  acknowledged without running, as is one arriving after. Each drop is logged at WARNING
+  and counted in `tidings_jobs_total{outcome="duplicate"}`.
+- *Heartbeat*: every held message (running, buffered or waiting) gets a fresh visibility
+  timeout, and its key a fresh lease, before half of the current one has passed.
+- *Retries*: a failure releases the key and makes the message visible again after an
+  exponential backoff with jitter, its error recorded; after the queue's maxReceiveCount
+  the next receive moves it to the dead-letter queue. A poison message (not a job, or a
+  type no handler takes) goes to the DLQ at once with its reason (`App.poison`).
+- *Shutdown*: stop receiving, give back what has not started, let running jobs finish up
+  to the grace period; at the deadline, log each job still running, give it back and
+  abandon it: it will not be acknowledged, and the process does not wait for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 import logging
-import random
-import traceback
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from tidings.engine import metrics
+from tidings.engine.app import App, Job, PoisonMessage, Registration, parse_job
 from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
+from tidings.engine.handler_threads import HandlerThreads
+from tidings.engine.jobs import Failure, Held, Jobs
 from tidings.engine.queues import QueueService
-from tidings.errors import QueueNotFound, StoreUnavailable, TidingsError, ValidationError
-from tidings.model.messages import ReceivedMessage
+from tidings.errors import StoreUnavailable, TidingsError
+from tidings.model.queues import QueueRecord
+from tidings.notify.base import queue_channel
+from tidings.store.base import Reservation
 
 log = logging.getLogger("tidings.consumers")
 
-Handler = Callable[["Job"], Any]
+#: How often a waiting duplicate looks whether the job it waits for finished elsewhere.
+WAIT_RECHECK_S = 0.5
+#: How long an empty receive waits before looking again (notifications wake it at once;
+#: this only bounds a lost one).
+POLL_S = 1.0
 
 
-@dataclass(frozen=True)
-class Job:
-    """What a handler receives."""
+@dataclass(eq=False, slots=True)
+class Work:
+    """One held message on its way through the consumer."""
 
-    id: str
-    type: str
-    payload: dict[str, Any]
-    queue: str
-    attempt: int  # 1 on the first delivery
-    message_id: str
-    sent_at: int
+    queue: QueueState
+    held: Held
+    job: Job | None = None
+    key: str | None = None  # the job key this consumer holds for it
+    extend_at: float = 0.0  # monotonic: when the heartbeat must renew its lease
+    started: float = 0.0
+    begun: bool = False  # its handler was entered
+    handler_done: bool = False
+    skip: bool = False  # abandoned: never start it, never acknowledge it
+
+
+@dataclass(eq=False)
+class QueueState:
+    name: str
+    record: QueueRecord
+    registrations: dict[str, Registration]
+    keys: set[str] = field(default_factory=set)  # job keys this consumer holds here
+    waiting: dict[str, list[Work]] = field(default_factory=dict)  # job key → duplicates
+    to_ack: list[Work] = field(default_factory=list)
+    to_fail: list[tuple[Work, str]] = field(default_factory=list)
 
     @property
-    def key(self) -> str:
-        return f"{self.type}:{self.id}"
-
-
-@dataclass(frozen=True)
-class Registration:
-    job_type: str
-    queue: str
-    fn: Handler
-    is_async: bool
-
-
-@dataclass
-class App:
-    """A set of job handlers. `tidings serve --app module:app` runs them.
-
-    >>> app = App(queue="jobs")
-    >>> @app.handler("invoice.generate")
-    ... def generate(job: Job) -> None: ...
-    """
-
-    queue: str = "jobs"
-    concurrency: int | None = None  # default: Settings.concurrency
-    retry_base_s: float = 1.0
-    retry_max_s: float = 900.0
-    create_queues: bool = True  # create missing queues at start with default attributes
-    handlers: dict[tuple[str, str], Registration] = field(default_factory=dict)
-    functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
-
-    def function(self, name: str | None = None) -> Callable[[Callable[..., Any]],
-                                                             Callable[..., Any]]:
-        """Register a function target: a schedule with target `function:<name>` calls it
-        at the due time (see `tidings.targets.function`)."""
-
-        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            key = name or fn.__name__
-            if key in self.functions:
-                raise ValidationError("function", f"{key!r} is already registered")
-            self.functions[key] = fn
-            return fn
-
-        return register
-
-    def handler(self, job_type: str, *, queue: str | None = None) -> Callable[[Handler], Handler]:
-        if not job_type:
-            raise ValidationError("job_type", "must be a non-empty string")
-
-        def register(fn: Handler) -> Handler:
-            target = queue or self.queue
-            if (target, job_type) in self.handlers:
-                raise ValidationError("job_type",
-                                      f"{job_type!r} already has a handler on queue {target!r}")
-            self.handlers[(target, job_type)] = Registration(
-                job_type, target, fn, inspect.iscoroutinefunction(fn))
-            return fn
-
-        return register
-
-    def queues(self) -> list[str]:
-        return sorted({r.queue for r in self.handlers.values()})
-
-    def backoff_s(self, attempt: int) -> int:
-        """Exponential with "equal jitter": half fixed, half random, so retries of many jobs
-        that failed together spread out instead of returning in lockstep."""
-        ceiling = min(self.retry_max_s, self.retry_base_s * 2 ** max(attempt - 1, 0))
-        return max(int(round(ceiling / 2 + random.uniform(0, ceiling / 2))), 0)
-
-
-def parse_job(queue: str, msg: ReceivedMessage) -> Job:
-    try:
-        payload = json.loads(msg.body)
-    except json.JSONDecodeError:
-        raise ValidationError("MessageBody", "is not JSON: a job is {\"type\": …, \"id\": …}")\
-            from None
-    if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
-        raise ValidationError("MessageBody.type", "a job body is a JSON object with a string type")
-    job_id = payload.get("id")
-    return Job(
-        id=str(job_id) if job_id is not None else msg.message_id,
-        type=payload["type"], payload=payload, queue=queue, attempt=msg.receive_count,
-        message_id=msg.message_id, sent_at=msg.sent_at)
+    def visibility_s(self) -> int:
+        return self.record.attributes.visibility_timeout_s
 
 
 class Consumer:
-    """Receives from every queue the app handles and runs handlers, `concurrency` at once."""
+    """Receives from every queue the app handles and runs its handlers."""
 
     def __init__(self, app: App, queues: QueueService, bridge: Bridge, *, concurrency: int,
                  grace_s: float) -> None:
         self.app = app
         self.queues = queues
+        self.jobs = Jobs(queues)
         self.bridge = bridge
         self.concurrency = app.concurrency or concurrency
+        # Celery's default prefetch (4 × concurrency): batches big enough that a queue of
+        # short jobs runs at the store's speed, small enough to share a queue fairly.
+        self.capacity = self.concurrency + (app.prefetch if app.prefetch is not None
+                                            else 4 * self.concurrency)
         self.grace_s = grace_s
-        self._slots = asyncio.Semaphore(self.concurrency)
-        self._threads = ThreadPoolExecutor(self.concurrency, thread_name_prefix="tidings-job")
+        self.threads = HandlerThreads(self.concurrency, settled=self._start_ready)
         self._stopping = asyncio.Event()
-        self._running: set[asyncio.Task[None]] = set()
-        self._held: dict[str, tuple[str, ReceivedMessage]] = {}  # receipt → (queue, msg)
+        self._space = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._ready: deque[Work] = deque()
+        self._held: set[Work] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._busy = 0  # handlers dispatched and not finished
+        self._flusher: asyncio.Task[None] | None = None
+        self._states: list[QueueState] = []
         self.handled = 0
         self.failed = 0
 
+    # the loops -------------------------------------------------------------------------
+
     async def run(self) -> None:
         if self.app.create_queues:
-            for name in self.app.queues():
-                await self.bridge.run(self._ensure_queue, name)
-        pollers = [asyncio.create_task(self._poll(q), name=f"poll:{q}")
-                   for q in self.app.queues()]
+            from tidings.engine.declare import declare_queues
+
+            await self.bridge.run(declare_queues, self.queues, self.app)
+        for name in self.app.queues():
+            record = await self.bridge.run(self.queues.get_queue_cached, name)
+            self._states.append(QueueState(name, record, {
+                r.job_type: r for r in self.app.handlers.values() if r.queue == name}))
+        pollers = [asyncio.create_task(self._poll(s), name=f"poll:{s.name}")
+                   for s in self._states]
+        heartbeat = asyncio.create_task(self._heartbeat(), name="heartbeat")
+        recheck = asyncio.create_task(self._recheck_waiting(), name="waiting")
         try:
             await self._stopping.wait()
         finally:
-            for p in pollers:
-                p.cancel()
+            # Pollers end by themselves (never cancelled mid-receive: what a receive took
+            # must be held, then given back); the heartbeat runs until the very end.
             await asyncio.gather(*pollers, return_exceptions=True)
-            await self._drain()
+            recheck.cancel()
+            await asyncio.gather(recheck, return_exceptions=True)
+            try:
+                await self._shutdown()
+            finally:
+                heartbeat.cancel()
+                await asyncio.gather(heartbeat, return_exceptions=True)
 
     def stop(self) -> None:
         self._stopping.set()
+        self._space.set()
 
-    def _ensure_queue(self, name: str) -> None:
-        try:
-            self.queues.get_queue(name)
-        except QueueNotFound:
-            self.queues.create_queue(name)
-
-    async def _poll(self, queue: str) -> None:
+    async def _poll(self, state: QueueState) -> None:
         backoff = Backoff()
+        channel = queue_channel(state.record.id)
+        notifier = self.queues.notifier
         while not self._stopping.is_set():
-            await self._slots.acquire()
-            free = 1
-            while free < 10 and not self._slots.locked():
-                await self._slots.acquire()
-                free += 1
+            room = self.capacity - len(self._held)
+            # Receive in batches: wait for half the room unless nothing is left to run.
+            if room <= 0 or (room < self.capacity // 2 and self._ready):
+                self._space.clear()
+                await self._space.wait()
+                continue
+            seen = notifier.version(channel)
             try:
-                msgs = await self.queues.receive_async(self.bridge, queue, free, wait_s=20)
+                got = await self.bridge.run(self.jobs.receive, state.record, room)
                 backoff.reset()
             except StoreUnavailable as exc:
-                for _ in range(free):
-                    self._slots.release()
-                await backoff.wait(log, f"consumer of {queue}", exc, self._stopping)
+                await backoff.wait(log, f"consumer of {state.name}", exc, self._stopping)
                 continue
-            except BaseException:
-                for _ in range(free):
-                    self._slots.release()
-                raise
-            for _ in range(free - len(msgs)):
-                self._slots.release()
-            for msg in msgs:
-                task = asyncio.create_task(self._process(queue, msg))
-                self._running.add(task)
-                task.add_done_callback(self._running.discard)
+            if got:
+                await self._admit(state, got)
+                continue
+            waiter = asyncio.ensure_future(notifier.wait(channel, seen, POLL_S))
+            stopper = asyncio.ensure_future(self._stopping.wait())
+            await asyncio.wait([waiter, stopper], return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            stopper.cancel()
 
-    async def _drain(self) -> None:
-        """Graceful stop: let running jobs finish up to the deadline, release the rest."""
-        if self._running:
-            await asyncio.wait(set(self._running), timeout=self.grace_s)
-        for receipt, (queue, _msg) in list(self._held.items()):
-            try:  # visible again at once: nothing is lost, someone else takes it
-                await self.bridge.run(self.queues.change_visibility, queue, receipt, 0)
-            except TidingsError:
-                pass
-        for task in list(self._running):
-            task.cancel()
-        self._threads.shutdown(wait=False, cancel_futures=True)
-
-    async def _process(self, queue: str, msg: ReceivedMessage) -> None:
-        self._held[msg.receipt_handle] = (queue, msg)
-        try:
-            record = await self.bridge.run(self.queues.get_queue_cached, queue)
-            heartbeat = asyncio.create_task(self._heartbeat(queue, msg, record.attributes
-                                                            .visibility_timeout_s))
-            try:
-                job = parse_job(queue, msg)
-                if await self.bridge.run(self.queues.job_done, record.id, job.key):
-                    log.info("job %s already done; acknowledging duplicate", job.key)
-                else:
-                    await self._call(queue, job)
-                    self.handled += 1
-            except StoreUnavailable:
-                raise
-            except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
-                self.failed += 1
-                await self._failed(queue, msg, exc)
-                return
-            finally:
-                heartbeat.cancel()
-            await self.bridge.run(self.queues.complete_job, record.id, msg.receipt_handle,
-                                  job.key)
-        except StoreUnavailable as exc:
-            # The lease runs out and the job comes back: at-least-once, nothing lost.
-            log.warning("store unavailable while handling a job on %s: %s", queue, exc)
-        finally:
-            self._held.pop(msg.receipt_handle, None)
-            self._slots.release()
-
-    async def _call(self, queue: str, job: Job) -> None:
-        reg = self.app.handlers.get((queue, job.type))
-        if reg is None:
-            raise LookupError(f"no handler registered for job type {job.type!r} on {queue!r}")
-        if reg.is_async:
-            await reg.fn(job)
-        else:
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._threads, reg.fn, job)
-            if inspect.isawaitable(result):
-                await result
-
-    async def _failed(self, queue: str, msg: ReceivedMessage, exc: BaseException) -> None:
-        error = f"{type(exc).__name__}: {exc}"
-        log.warning("job on %s failed (attempt %d): %s\n%s", queue, msg.receive_count, error,
-                    "".join(traceback.format_exception(exc)[-3:]))
-        delay = self.app.backoff_s(msg.receive_count)
-        try:
-            await self.bridge.run(self.queues.change_visibility, queue, msg.receipt_handle,
-                                  delay, error=error[:4000])
-        except TidingsError:
-            pass  # lease already lost: the message is visible again anyway
-
-    async def _heartbeat(self, queue: str, msg: ReceivedMessage, timeout_s: int) -> None:
-        if timeout_s <= 1:
-            return
+    async def _heartbeat(self) -> None:
         while True:
-            await asyncio.sleep(timeout_s / 2)
+            await asyncio.sleep(0.25)
+            now = time.monotonic()
+            due: dict[int, list[Work]] = {}
+            for work in list(self._held):
+                if work.queue.visibility_s > 1 and work.extend_at <= now:
+                    due.setdefault(work.queue.record.id, []).append(work)
+            for items in due.values():
+                state = items[0].queue
+                try:
+                    await self.bridge.run(self.jobs.extend, state.record,
+                                          [(w.held, w.key) for w in items])
+                except TidingsError as exc:
+                    log.warning("heartbeat of %d jobs on %s failed: %s", len(items),
+                                state.name, exc)
+                    continue
+                for w in items:
+                    w.extend_at = time.monotonic() + state.visibility_s / 2
+
+    # admitting a batch -----------------------------------------------------------------
+
+    def _hold(self, state: QueueState, held: Held) -> Work:
+        work = Work(state, held, extend_at=time.monotonic() + state.visibility_s / 2)
+        self._held.add(work)
+        return work
+
+    def _let_go(self, work: Work) -> None:
+        if work.key is not None:
+            work.queue.keys.discard(work.key)
+        self._held.discard(work)
+        if not self._space.is_set():
+            self._space.set()
+
+    async def _admit(self, state: QueueState, got: list[Held]) -> None:
+        candidates: dict[str, Work] = {}
+        poison: list[tuple[Work, PoisonMessage]] = []
+        for held in got:
+            work = self._hold(state, held)
             try:
-                await self.bridge.run(self.queues.change_visibility, queue, msg.receipt_handle,
-                                      timeout_s)
-            except TidingsError:
-                return
+                work.job = parse_job(state.name, held.message)
+                if work.job.type not in state.registrations:
+                    raise PoisonMessage("NoHandler", f"no handler registered for job type "
+                                        f"{work.job.type!r} on queue {state.name!r}")
+            except PoisonMessage as exc:
+                poison.append((work, exc))
+                continue
+            key = work.job.key
+            if key in candidates or key in state.waiting or key in state.keys:
+                state.waiting.setdefault(key, []).append(work)  # waits for our own run
+            else:
+                candidates[key] = work
+        if poison:
+            await self._poison(state, poison)
+        if candidates:
+            await self._reserve(state, list(candidates.items()))
+        self._start_ready()
+
+    async def _reserve(self, state: QueueState, items: list[tuple[str, Work]]) -> None:
+        try:
+            answers = await self.bridge.run(self.jobs.reserve, state.record,
+                                            [(key, w.held) for key, w in items])
+        except StoreUnavailable as exc:
+            log.warning("cannot reserve jobs on %s (%s); they come back after their "
+                        "visibility timeout", state.name, exc)
+            for _, work in items:
+                self._let_go(work)
+            return
+        duplicates = []
+        for (key, work), answer in zip(items, answers, strict=True):
+            if answer is Reservation.RESERVED:
+                work.key = key
+                state.keys.add(key)
+                self._ready.append(work)
+            elif answer is Reservation.DONE:
+                duplicates.append(work)
+            else:
+                state.waiting.setdefault(key, []).append(work)
+        if duplicates:
+            await self._drop_duplicates(state, duplicates)
+
+    async def _drop_duplicates(self, state: QueueState, works: list[Work]) -> None:
+        for w in works:
+            assert w.job is not None
+            log.warning("job %s on %s already ran to success; acknowledging its duplicate "
+                        "(message %s) without running it", w.job.key, state.name,
+                        w.held.message.message_id)
+        metrics.JOBS.labels("duplicate").inc(len(works))
+        try:
+            await self.bridge.run(self.jobs.acknowledge, state.record.id,
+                                  [w.held for w in works])
+        except TidingsError as exc:
+            log.warning("acknowledging duplicates on %s failed: %s", state.name, exc)
+        for w in works:
+            self._let_go(w)
+
+    async def _poison(self, state: QueueState, items: list[tuple[Work, PoisonMessage]]) -> None:
+        metrics.JOBS.labels("poison").inc(len(items))
+        dlq = await self.bridge.run(self.jobs.dead_letter_queue, state.record)
+        if self.app.poison != "dead-letter" or dlq is None:
+            for work, poison in items:
+                log.warning("message %s on %s cannot be a job (%s: %s); retried%s",
+                            work.held.message.message_id, state.name, poison.code,
+                            poison.message, "" if dlq else " (the queue has no DLQ)")
+                state.to_fail.append((work, f"{poison.code}: {poison.message}"))
+            self._kick_flusher()
+            return
+        for work, poison in items:
+            log.warning("message %s on %s cannot be a job (%s: %s); moved to %s",
+                        work.held.message.message_id, state.name, poison.code,
+                        poison.message, dlq.name)
+        try:
+            await self.bridge.run(self.jobs.reject, state.record, dlq, [
+                (w.held, f"{e.code}: {e.message}") for w, e in items])
+            self.queues.notifier.notify(queue_channel(dlq.id))
+        except TidingsError as failure:
+            log.warning("moving poison messages of %s failed: %s", state.name, failure)
+        for work, _ in items:
+            self._let_go(work)
+
+    # running ---------------------------------------------------------------------------
+
+    def _start_ready(self) -> None:
+        threaded = []
+        while self._ready and self._busy < self.concurrency and not self._stopping.is_set():
+            work = self._ready.popleft()
+            assert work.job is not None
+            reg = work.queue.registrations[work.job.type]
+            self._busy += 1
+            self._idle.clear()
+            work.started = time.monotonic()
+            if reg.is_async:
+                self._track(asyncio.ensure_future(self._run_async(work, reg)))
+            else:
+                threaded.append((reg.fn, work.job, work))
+        if threaded:
+            self.threads.submit(threaded, self._handler_done)
+
+    def _track(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_async(self, work: Work, reg: Registration) -> None:
+        assert work.job is not None
+        work.begun = True
+        try:
+            result = await reg.fn(work.job)
+        except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
+            self._handler_done(work, False, exc)
+        else:
+            self._handler_done(work, True, result)
+        self._start_ready()
+
+    def _handler_done(self, work: Work, ok: bool, value: Any) -> None:
+        """A handler returned or raised (on the loop, for sync handlers too)."""
+        if ok and value is not None and inspect.isawaitable(value):
+            # a sync-looking function returned a coroutine: await it on the loop
+            async def finish() -> None:
+                try:
+                    await value
+                except Exception as exc:  # noqa: BLE001
+                    self._handler_done(work, False, exc)
+                else:
+                    self._handler_done(work, True, None)
+                self._start_ready()
+
+            self._track(asyncio.ensure_future(finish()))
+            return
+        work.handler_done = True
+        self._busy -= 1
+        if self._busy == 0:
+            self._idle.set()
+        state, job = work.queue, work.job
+        assert job is not None
+        if not work.skip:
+            if ok:
+                self.handled += 1
+                state.to_ack.append(work)
+            else:
+                self.failed += 1
+                log.warning("job %s on %s failed (attempt %d)", job.key, state.name,
+                            job.attempt, exc_info=value)
+                state.to_fail.append((work, f"{type(value).__name__}: {value}"))
+            self._kick_flusher()
+
+    # group commits of outcomes ---------------------------------------------------------
+
+    def _kick_flusher(self) -> None:
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.ensure_future(self._flush())
+
+    async def _flush(self) -> None:
+        """Write outcomes as they gather: acknowledgements with their done records, and
+        failures with their backoff, each batch one transaction per queue."""
+        while any(s.to_ack or s.to_fail for s in self._states):
+            for state in self._states:
+                if state.to_ack:
+                    works, state.to_ack = state.to_ack, []
+                    try:
+                        await self.bridge.run(self.jobs.complete, state.record.id,
+                                              [(w.held, w.key) for w in works
+                                               if w.key is not None])
+                        metrics.JOBS.labels("succeeded").inc(len(works))
+                    except TidingsError as exc:
+                        # Their leases run out and the jobs come back; no done record.
+                        log.warning("could not acknowledge %d jobs on %s: %s", len(works),
+                                    state.name, exc)
+                    await self._release(state, works)
+                if state.to_fail:
+                    failed, state.to_fail = state.to_fail, []
+                    metrics.JOBS.labels("failed").inc(len(failed))
+                    try:
+                        await self.bridge.run(self.jobs.fail, state.record.id, [
+                            Failure(w.held, w.key,
+                                    self.app.backoff_s(w.held.message.receive_count), error)
+                            for w, error in failed])
+                    except TidingsError as exc:
+                        log.warning("could not release %d failed jobs on %s: %s",
+                                    len(failed), state.name, exc)
+                    await self._release(state, [w for w, _ in failed])
+
+    async def _release(self, state: QueueState, works: list[Work]) -> None:
+        keys = [w.key for w in works if w.key is not None]
+        for w in works:
+            self._let_go(w)
+        for key in keys:
+            if key in state.waiting:
+                await self._settle_waiting(state, key)
+
+    # duplicates waiting for a running job ----------------------------------------------
+
+    async def _settle_waiting(self, state: QueueState, key: str) -> None:
+        """Our run of `key` ended: its first waiting duplicate tries the key now (done:
+        acknowledged; given back after a failure: it runs); the others wait on."""
+        waiting = state.waiting.pop(key, [])
+        if waiting:
+            state.waiting.setdefault(key, []).extend(waiting[1:])
+            if not state.waiting[key]:
+                del state.waiting[key]
+            await self._reserve(state, [(key, waiting[0])])
+            self._start_ready()
+
+    async def _recheck_waiting(self) -> None:
+        """Duplicates of jobs another node runs: look again, a batch per queue."""
+        while True:
+            await asyncio.sleep(WAIT_RECHECK_S)
+            for state in self._states:
+                items = []
+                for key, works in list(state.waiting.items()):
+                    if key not in state.keys:
+                        items.append((key, works.pop(0)))
+                        if not works:
+                            del state.waiting[key]
+                if items:
+                    await self._reserve(state, items)
+                    self._start_ready()
+
+    # shutdown --------------------------------------------------------------------------
+
+    async def _shutdown(self) -> None:
+        waiting = [w for s in self._states for ws in s.waiting.values() for w in ws]
+        unstarted = list(self._ready) + waiting
+        self._ready.clear()
+        for state in self._states:
+            state.waiting.clear()
+        log.info("consumers stopping: %d jobs running, %d not started given back",
+                 self._busy, len(unstarted))
+        await self._give_back(unstarted)
+        if self._busy:
+            log.info("waiting up to %.1f s for %d running jobs", self.grace_s, self._busy)
+            try:
+                await asyncio.wait_for(self._idle.wait(), self.grace_s)
+            except TimeoutError:
+                pass
+        late = [w for w in self._held if w.started and not w.handler_done]
+        if late:
+            now = time.monotonic()
+            for work in late:
+                assert work.job is not None
+                work.skip = True
+                if work.begun:
+                    log.warning("shutdown deadline: job %s on %s still running after "
+                                "%.1f s; given back and abandoned (never acknowledged)",
+                                work.job.key, work.queue.name, now - work.started)
+            metrics.JOBS.labels("abandoned").inc(sum(w.begun for w in late))
+            await self._give_back(late)
+        for task in list(self._tasks):
+            task.cancel()  # abandoned async handlers
+        if self._flusher is not None:
+            await asyncio.gather(self._flusher, return_exceptions=True)
+        self.threads.close()
+        log.info("consumers stopped")
+
+    async def _give_back(self, works: list[Work]) -> None:
+        by_queue: dict[int, list[Work]] = {}
+        for w in works:
+            by_queue.setdefault(w.queue.record.id, []).append(w)
+        for queue_id, items in by_queue.items():
+            try:
+                await self.bridge.run(self.jobs.release, queue_id,
+                                      [(w.held, w.key) for w in items])
+                self.queues.notifier.notify(queue_channel(queue_id))
+            except TidingsError as exc:
+                log.warning("could not give back %d messages (they return after their "
+                            "visibility timeout): %s", len(items), exc)
+            for w in items:
+                self._let_go(w)
 
 
+__all__ = ["App", "Consumer", "Job"]

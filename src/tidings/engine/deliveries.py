@@ -11,17 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 from typing import Any
 
 from tidings.clock import Clock
 from tidings.engine import metrics
 from tidings.engine.consumers import App, Job
-from tidings.engine.dispatcher import DELIVERY_QUEUE
+from tidings.engine.internal_queues import DELIVERY_QUEUE, EMAIL_QUEUE
 from tidings.engine.queues import QueueService
 from tidings.errors import TidingsError, ValidationError
 from tidings.model.schedules import Target, TargetKind
-from tidings.targets.base import DeliveryError, FiringContext, Route, Suppress, render_input
+from tidings.targets.base import (
+    DELIVERY_JOB,
+    DeliveryError,
+    FiringContext,
+    Route,
+    Suppress,
+    delivery_job,
+    render_input,
+)
 from tidings.targets.deadletter import dead_letter_attributes
 from tidings.targets.email import EmailDelivery
 from tidings.targets.function import as_input, event_for
@@ -61,8 +70,13 @@ class Targets:
             return "delivered"
         if target.kind is TargetKind.FUNCTION:
             return await self._function(target, body, ctx, attempt, depth)
-        if target.kind is TargetKind.EMAIL and self.email is not None:
-            return await self.email.deliver(target, body, ctx, attempt)
+        if target.kind is TargetKind.EMAIL:
+            if self.email is not None and self.email.relay:
+                return await self.email.deliver(target, body, ctx, attempt)
+            # Routed here by a function: to the email queue, for a node with a relay.
+            await asyncio.to_thread(self.queues.send, EMAIL_QUEUE,
+                                    json.dumps(delivery_job(ctx, target, body)))
+            return "queued"
         raise DeliveryError("UnsupportedTarget", f"{target.kind} targets are not available",
                             retryable=False)
 
@@ -107,14 +121,22 @@ class Targets:
             await self.email.close()
 
 
-def delivery_app(targets: Targets, queues: QueueService, clock: Clock) -> App:
-    """The built-in app whose one handler performs deliveries."""
-    app = App(queue=DELIVERY_QUEUE, retry_base_s=1.0, retry_max_s=300.0, create_queues=False)
+def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
+                 queue: str = DELIVERY_QUEUE) -> App:
+    """The built-in app whose one handler performs the deliveries of an internal queue
+    (`DELIVERY_QUEUE` on every node; `EMAIL_QUEUE` on nodes with an SMTP relay)."""
+    app = App(queue=queue, retry_base_s=1.0, retry_max_s=300.0, create_queues=False,
+              poison="retry")
 
-    @app.handler("tidings.delivery")
+    @app.handler(DELIVERY_JOB)
     async def deliver(job: Job) -> None:
         ctx = FiringContext.from_json(job.payload["context"])
         target = Target.from_json(job.payload["target"])
+        if target.kind is TargetKind.EMAIL and job.queue != EMAIL_QUEUE:
+            # Queued before email had its own queue: move it there, where only a node
+            # with a relay takes it.
+            await asyncio.to_thread(queues.send, EMAIL_QUEUE, json.dumps(job.payload))
+            return
         body = render_input(job.payload.get("input") or "{}", ctx, job.attempt)
         kind = target.kind.value
         try:
@@ -125,7 +147,8 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock) -> App:
         except DeliveryError as exc:
             metrics.FAILED.labels(kind).inc()
             failure = exc
-        exhausted = _exhausted(target, failure, job.attempt, ctx, clock.now_ms())
+        since = job.payload.get("resent_at") or ctx.scheduled_time
+        exhausted = _exhausted(target, failure, job.attempt, since, clock.now_ms())
         if exhausted is None:
             raise failure  # retried by the consumer with backoff
         metrics.DEAD_LETTERED.labels(kind).inc()
@@ -141,14 +164,16 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock) -> App:
     return app
 
 
-def _exhausted(target: Target, failure: DeliveryError, attempt: int, ctx: FiringContext,
+def _exhausted(target: Target, failure: DeliveryError, attempt: int, since: int,
                now: int) -> str | None:
+    """Why retries stop, or None. The event age counts from the scheduled time, or from
+    an operator's resend of the delivery."""
     policy = target.retry_policy
     if not failure.retryable:
         return "NonRetryableError"
     if attempt > policy.maximum_retry_attempts:  # attempt 1 is not a retry
         return "MaximumRetryAttempts"
-    if now - ctx.scheduled_time >= policy.maximum_event_age_s * 1000:
+    if now - since >= policy.maximum_event_age_s * 1000:
         return "MaximumEventAgeInSeconds"
     return None
 

@@ -25,6 +25,7 @@ from tidings.clock import Clock
 from tidings.engine import metrics
 from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
+from tidings.engine.internal_queues import ensure_internal_queues, queue_for
 from tidings.engine.queues import QueueService
 from tidings.engine.schedules import (
     ScheduleService,
@@ -33,17 +34,15 @@ from tidings.engine.schedules import (
 )
 from tidings.errors import QueueNotFound, StoreUnavailable, ValidationError
 from tidings.model.digests import MessageAttributeValue
-from tidings.model.messages import OutgoingMessage, prepare
 from tidings.model.queues import QueueRecord
 from tidings.model.schedules import ActionAfterCompletion, Schedule, TargetKind
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier, queue_channel
 from tidings.store.base import Firing, Store, TargetMessage
-from tidings.targets.base import FiringContext, render_input
+from tidings.targets.base import FiringContext, delivery_job, render_input
 from tidings.targets.deadletter import dead_letter_attributes
 
 log = logging.getLogger("tidings.dispatcher")
 
-DELIVERY_QUEUE = "tidings-deliveries"
 IDLE_POLL_S = 1.0  # bounds the wait for schedules created by another process
 MAX_CATCH_UP_STEPS = 1_000_000
 
@@ -73,7 +72,7 @@ class Dispatcher:
     # the loop ------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        await self.bridge.run(self._ensure_delivery_queue)
+        await self.bridge.run(ensure_internal_queues, self.queues)
         backoff = Backoff()
         while not self._stopping.is_set():
             seen = self.notifier.version(SCHEDULES_CHANNEL)
@@ -98,9 +97,6 @@ class Dispatcher:
 
     def stop(self) -> None:
         self._stopping.set()
-
-    def _ensure_delivery_queue(self) -> None:
-        ensure_delivery_queue(self.queues)
 
     # one pass -----------------------------------------------------------------------------
 
@@ -193,19 +189,16 @@ class Dispatcher:
             if queue is not None:
                 try:
                     return [self._message(queue, body, target.message_group_id,
-                                          ctx.execution_id, batch.now)]
+                                          ctx.execution_id, batch.now, scheduled_at=fire_at)]
                 except ValidationError as exc:
                     error = ("InvalidParameterValue", str(exc))
             else:
                 error = ("QueueDoesNotExist", f"queue {target.destination!r} does not exist")
             return self._dead_letter(s, ctx, body, error, batch)
-        delivery = {
-            "type": "tidings.delivery", "id": ctx.execution_id, "context": ctx.to_json(),
-            "target": target.to_json(),
-            "input": render_input(target.input, ctx, None) if target.input else None,
-        }
-        queue = self._queue(batch, DELIVERY_QUEUE)
-        assert queue is not None, "the dispatcher creates the delivery queue at start"
+        delivery = delivery_job(ctx, target, render_input(target.input, ctx, None)
+                                if target.input else None)
+        queue = self._queue(batch, queue_for(target))
+        assert queue is not None, "the dispatcher creates the delivery queues at start"
         return [self._message(queue, json.dumps(delivery), None, None, batch.now)]
 
     def _dead_letter(self, s: Schedule, ctx: FiringContext, body: str,
@@ -224,30 +217,15 @@ class Dispatcher:
                                        exhausted="MaximumRetryAttempts")
         return [self._message(dlq, body, None, None, batch.now, attrs)]
 
-    @staticmethod
-    def _message(queue: QueueRecord, body: str, group_id: str | None, dedup: str | None,
-                 now: int, attributes: dict[str, MessageAttributeValue] | None = None,
-                 ) -> TargetMessage:
-        a = queue.attributes
-        msg = prepare(
-            OutgoingMessage(body, 0 if not a.fifo else None, attributes or {},
-                            group_id if a.fifo else None, dedup if a.fifo else None),
-            now=now, fifo=a.fifo, content_based_dedup=a.content_based_deduplication,
-            default_delay_s=0 if not a.fifo else a.delay_s, max_delay_s=0 if not a.fifo else 900,
-            max_bytes=a.max_message_bytes, retention_s=a.retention_s)
-        return TargetMessage(queue.id, a.fifo, msg)
+    def _message(self, queue: QueueRecord, body: str, group_id: str | None,
+                 dedup: str | None, now: int,
+                 attributes: dict[str, MessageAttributeValue] | None = None, *,
+                 scheduled_at: int | None = None) -> TargetMessage:
+        return TargetMessage(queue.id, queue.attributes.fifo, self.queues.new_message(
+            queue, body, now=now, group_id=group_id, deduplication_id=dedup,
+            attributes=attributes, scheduled_at=scheduled_at))
 
 
 @dataclass(frozen=True)
 class _PlannedFiring(Firing):
     occurrence_due: int = 0
-
-
-def ensure_delivery_queue(queues: QueueService) -> None:
-    """The internal queue that carries deliveries to non-queue targets (webhook, function,
-    email): they get the queue engine's retries, leases and crash safety for free."""
-    try:
-        queues.get_queue(DELIVERY_QUEUE)
-    except QueueNotFound:
-        queues.create_queue(DELIVERY_QUEUE, visibility_timeout_s=60,
-                            retention_s=14 * 24 * 3600)

@@ -24,8 +24,9 @@ from tidings.errors import (
     TidingsError,
     ValidationError,
 )
-from tidings.model.digests import MessageAttributeValue
+from tidings.model.digests import MessageAttributeValue, md5_of_attributes
 from tidings.model.messages import (
+    NewMessage,
     OutgoingMessage,
     ReceivedMessage,
     SendResult,
@@ -49,7 +50,6 @@ from tidings.model.queues import (
 from tidings.model.receipts import ReceiptSigner
 from tidings.notify.base import Notifier, queue_channel
 from tidings.store.base import (
-    JobAck,
     ReceiveParams,
     Store,
     StoredMessage,
@@ -86,12 +86,18 @@ class QueueInfo:
 
 class QueueService(Redrive):
     def __init__(self, store: Store, clock: Clock, notifier: Notifier, signer: ReceiptSigner,
-                 *, native_max_delay: bool = True) -> None:
+                 *, arn_prefix: str = "arn:aws:sqs:us-east-1:000000000000") -> None:
         self.store = store
         self.clock = clock
         self.notifier = notifier
         self.signer = signer
+        self.arn_prefix = arn_prefix
         self._queue_cache: dict[str, tuple[float, QueueRecord]] = {}
+        self._names: dict[int, str | None] = {}  # queue id → name, for DLQ sources
+
+    def queue_arn(self, name: str) -> str:
+        """How every API names a queue where SQS gives an ARN (e.g. a DLQ's source)."""
+        return f"{self.arn_prefix}:{name}"
 
     # queues --------------------------------------------------------------------------------
 
@@ -253,6 +259,20 @@ class QueueService(Redrive):
                 st.duplicate)
         return out
 
+    def new_message(self, record: QueueRecord, body: str, *, now: int,
+                    group_id: str | None = None, deduplication_id: str | None = None,
+                    attributes: Mapping[str, MessageAttributeValue] | None = None,
+                    scheduled_at: int | None = None) -> NewMessage:
+        """A message the engine itself writes (a firing, a resend) in a transaction of its
+        own making: validated against the queue as a send would be, visible at once."""
+        a = record.attributes
+        return prepare(
+            OutgoingMessage(body, 0 if not a.fifo else None, attributes or {},
+                            group_id if a.fifo else None, deduplication_id if a.fifo else None),
+            now=now, fifo=a.fifo, content_based_dedup=a.content_based_deduplication,
+            default_delay_s=0 if not a.fifo else a.delay_s, max_delay_s=0 if not a.fifo else 900,
+            max_bytes=a.max_message_bytes, retention_s=a.retention_s, scheduled_at=scheduled_at)
+
     def get_queue_cached(self, name: str) -> QueueRecord:
         """The queue's record, at most `QUEUE_CACHE_S` old. SQS itself documents that
         attribute changes take up to 60 s to propagate; changes made through this service
@@ -269,6 +289,13 @@ class QueueService(Redrive):
 
     def _receive_step(self, record: QueueRecord, max_messages: int,
                       visibility_s: int | None) -> list[ReceivedMessage]:
+        return [self._received(record, m)
+                for m in self._lease(record, max_messages, visibility_s)]
+
+    def _lease(self, record: QueueRecord, max_messages: int,
+               visibility_s: int | None) -> list[StoredMessage]:
+        """One receive transaction: lease up to `max_messages`, or move to the DLQ those
+        at the queue's maxReceiveCount."""
         attrs = record.attributes
         now = self.clock.now_ms()
         dlq_id, max_rc, dlq_ret = None, None, None
@@ -286,24 +313,34 @@ class QueueService(Redrive):
             max_receive_count=max_rc, dead_letter_retention_ms=dlq_ret))
         if outcome.dead_lettered and dlq_id is not None:
             self.notifier.notify(queue_channel(dlq_id))
-        return [self._received(record, m) for m in outcome.messages]
+        return outcome.messages
+
+    def _source_name(self, queue_id: int) -> str | None:
+        """A queue's name by id (queue ids are never reused, so the answer keeps)."""
+        if queue_id not in self._names:
+            try:
+                self._names[queue_id] = self.store.get_queue_by_id(queue_id).name
+            except QueueNotFound:
+                return None  # deleted: not remembered, in case of a lookup race
+        return self._names[queue_id]
 
     def _received(self, record: QueueRecord, m: StoredMessage) -> ReceivedMessage:
         source = None
         if m.source_queue_id is not None:
-            try:
-                source = self.store.get_queue_by_id(m.source_queue_id).name
-            except QueueNotFound:
-                source = None
+            name = self._source_name(m.source_queue_id)
+            source = None if name is None else self.queue_arn(name)
+        attributes, md5_attributes = decode_attributes(m.attributes_json), m.md5_attributes
+        if m.last_error:
+            attributes, md5_attributes = with_error(attributes, m.last_error)
         return ReceivedMessage(
             message_id=m.message_id,
             receipt_handle=self.signer.sign(record.id, m.row_id, m.lease_token),
-            body=m.body, md5_body=m.md5_body, attributes=decode_attributes(m.attributes_json),
-            md5_attributes=m.md5_attributes, receive_count=m.receive_count,
+            body=m.body, md5_body=m.md5_body, attributes=attributes,
+            md5_attributes=md5_attributes, receive_count=m.receive_count,
             first_received_at=m.first_received_at, sent_at=m.sent_at, group_id=m.group_id,
             deduplication_id=m.deduplication_id,
             sequence_number=None if m.sequence_number is None else f"{m.sequence_number:020d}",
-            dead_letter_source=source, last_error=m.last_error)
+            dead_letter_source=source, last_error=m.last_error, scheduled_at=m.scheduled_at)
 
     def _receive_args(self, queue: str, max_messages: int, wait_s: int | None,
                       visibility_s: int | None) -> tuple[QueueRecord, int, int | None, float]:
@@ -435,16 +472,6 @@ class QueueService(Redrive):
             self.notifier.notify(queue_channel(record.id))
         return ok, failures
 
-    # consumers ------------------------------------------------------------------------------
-
-    def complete_job(self, queue_id: int, receipt_handle: str, job_key: str) -> bool:
-        receipt = self.signer.open(receipt_handle, queue_id)
-        return self.store.complete_jobs(queue_id, [JobAck(receipt, job_key)],
-                                        self.clock.now_ms())[0]
-
-    def job_done(self, queue_id: int, job_key: str) -> bool:
-        return bool(self.store.jobs_done(queue_id, [job_key]))
-
     # maintenance -----------------------------------------------------------------------------
 
     def sweep(self, job_memory_s: int, limit: int = 5000) -> int:
@@ -453,6 +480,22 @@ class QueueService(Redrive):
         gone = self.store.expire_messages(now, limit)
         self.store.forget_jobs(now - job_memory_s * 1000, limit)
         return gone
+
+
+#: Where a message carries the failure a consumer recorded (the names the scheduler uses
+#: on the events it dead-letters), so an SQS client reading a DLQ sees why.
+ERROR_CODE, ERROR_MESSAGE = "ERROR_CODE", "ERROR_MESSAGE"
+
+
+def with_error(attributes: dict[str, MessageAttributeValue], error: str,
+               ) -> tuple[dict[str, MessageAttributeValue], str | None]:
+    """The message's attributes plus its recorded failure (`Code: message`), and their
+    digest; attributes the sender set under those names are left as they are."""
+    code, sep, text = error.partition(": ")
+    extra = {ERROR_CODE: code if sep else "Error", ERROR_MESSAGE: text if sep else error}
+    merged = {**{k: MessageAttributeValue("String", v) for k, v in extra.items()},
+              **attributes}
+    return merged, md5_of_attributes(merged)
 
 
 def _encode_token(name: str) -> str:

@@ -20,7 +20,8 @@ from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
 from tidings.engine.consumers import App, Consumer
 from tidings.engine.deliveries import Targets, delivery_app
-from tidings.engine.dispatcher import Dispatcher, ensure_delivery_queue
+from tidings.engine.dispatcher import Dispatcher
+from tidings.engine.internal_queues import EMAIL_QUEUE, ensure_internal_queues
 from tidings.engine.sweeper import Sweeper
 from tidings.errors import ValidationError
 from tidings.settings import Settings
@@ -60,7 +61,7 @@ class Node:
             Sweeper(t.queues, self.bridge, interval_s=settings.sweep_interval_s,
                     job_memory_s=settings.job_memory_s)
         ]
-        ensure_delivery_queue(t.queues)
+        ensure_internal_queues(t.queues)
         self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock, t.notifier,
                                      self.bridge)
         self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret(),
@@ -69,6 +70,15 @@ class Node:
                                    self.bridge, concurrency=settings.concurrency,
                                    grace_s=settings.shutdown_grace_s)
         self.services += [self.dispatcher, self.deliveries]
+        if settings.smtp_url:
+            self.services.append(Consumer(
+                delivery_app(self.targets, t.queues, t.clock, queue=EMAIL_QUEUE), t.queues,
+                self.bridge, concurrency=settings.concurrency,
+                grace_s=settings.shutdown_grace_s))
+        else:
+            log.warning("no SMTP relay (--smtp-url or TIDINGS_SMTP_URL): this node sends no "
+                        "email; accepted email waits in the %s queue for a node with a relay",
+                        EMAIL_QUEUE)
         self.consumer: Consumer | None = None
         if app is not None and serve_consumers and app.handlers:
             self.consumer = Consumer(app, t.queues, self.bridge,

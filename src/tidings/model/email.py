@@ -13,11 +13,11 @@ from enum import StrEnum
 from typing import Any
 
 from tidings.errors import ValidationError
-from tidings.model.states import DELIVERIES
+from tidings.model.states import FINAL_DELIVERY_STATES
 from tidings.model.states import DeliveryState as DeliveryState  # re-exported: its home for users
 
-#: Final delivery states: never changed again (see `tidings.model.states.DELIVERIES`).
-FINAL_STATES = DELIVERIES.final()
+#: Outcomes no delivery attempt changes (see `tidings.model.states.DELIVERIES`).
+FINAL_STATES = FINAL_DELIVERY_STATES
 
 
 class SuppressionReason(StrEnum):
@@ -61,6 +61,7 @@ class Delivery:
     detail: str | None = None  # the relay's reply or the error
     attempts: int = 0
     seq: int = 0  # log order, assigned by the store
+    document: str | None = None  # the delivery job, kept so a failed one can be resent
 
 
 # A pragmatic address check (RFC 5321 sizes, one @, no spaces or angle brackets): the relay

@@ -60,6 +60,8 @@ class NewMessage:
     expires_at: int
     group_id: str | None
     deduplication_id: str | None
+    scheduled_at: int | None = None  # the occurrence, when a schedule fired it
+
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,9 @@ class ReceivedMessage:
     group_id: str | None
     deduplication_id: str | None
     sequence_number: str | None
-    dead_letter_source: str | None = None
+    dead_letter_source: str | None = None  # the source queue's ARN, in a DLQ
     last_error: str | None = None
+    scheduled_at: int | None = None  # the occurrence, when a schedule fired it
 
     def system_attributes(self) -> dict[str, str]:
         """The attributes SQS returns for `MessageSystemAttributeNames=All`."""
@@ -151,6 +154,7 @@ def prepare(
     max_delay_s: int,
     max_bytes: int,
     retention_s: int,
+    scheduled_at: int | None = None,
 ) -> NewMessage:
     """Validate one outgoing message against its queue and compute what the store needs."""
     if not isinstance(msg.body, str) or msg.body == "":
@@ -201,6 +205,7 @@ def prepare(
         expires_at=now + retention_s * 1000,
         group_id=group_id,
         deduplication_id=dedup_id,
+        scheduled_at=scheduled_at,
     )
 
 

@@ -62,6 +62,7 @@ class MessageOp(StrEnum):
     DELETE = "delete_messages"
     COMPLETE_JOB = "complete_jobs"  # delete + the job's done record, one transaction
     DEAD_LETTER = "dead_letter"  # maxReceiveCount reached, inside a receive
+    REJECT = "reject_messages"  # a poison message, to the DLQ at once
     EXPIRE = "expire_messages"
     PURGE = "purge_queue"
     MOVE = "move_messages"  # out of a DLQ (redrive / move task)
@@ -93,6 +94,10 @@ MESSAGE_TRANSITIONS: dict[MessageOp, MessageTransition] = {
     # the DLQ instead of handing it out an extra time.
     MessageOp.DEAD_LETTER: MessageTransition(frozenset({MessageState.VISIBLE}),
                                              MessageState.DEAD_LETTERED),
+    # A consumer's verdict on a message that can never succeed (not a job, no handler):
+    # straight to the DLQ, guarded by its receipt's lease like a delete.
+    MessageOp.REJECT: MessageTransition(frozenset({MessageState.IN_FLIGHT}),
+                                        MessageState.DEAD_LETTERED),
     MessageOp.EXPIRE: MessageTransition(_LIVE, MessageState.GONE),
     MessageOp.PURGE: MessageTransition(_LIVE, MessageState.GONE),
     # Redrive takes what is in the DLQ, in flight or not (SQS moves "all messages").
@@ -105,6 +110,25 @@ def message_state(*, visible_at: int, leased: bool, now: int) -> MessageState:
     if visible_at <= now:
         return MessageState.VISIBLE
     return MessageState.IN_FLIGHT if leased else MessageState.DELAYED
+
+
+# job keys -------------------------------------------------------------------------------
+
+class JobKeyState(StrEnum):
+    """A job's identity (`type:id`) on its queue. No row: never run, or forgotten."""
+
+    RUNNING = "running"  # reserved by the consumer running it, until its lease runs out
+    DONE = "done"  # ran to success; written with the deletion of its message
+
+
+#: A consumer reserves a key (no row, or RUNNING with a lease that ran out → RUNNING with
+#: its own lease), extends its lease with its heartbeat, and on success marks it DONE in
+#: the transaction that deletes the message; a failure releases it (the row goes). A key
+#: that is DONE is never reserved again: its duplicates are acknowledged without running.
+JOB_KEYS: StateMachine[JobKeyState] = StateMachine("job key", {
+    JobKeyState.RUNNING: frozenset({JobKeyState.RUNNING, JobKeyState.DONE}),
+    JobKeyState.DONE: frozenset(),
+})
 
 
 # schedules ------------------------------------------------------------------------------
@@ -130,17 +154,21 @@ class DeliveryState(StrEnum):
     RENDERING_FAILURE = "RENDERING_FAILURE"  # the template could not be rendered with the data
 
 
-#: A 4xx answer keeps a delivery QUEUED (a retry follows); every other outcome is final,
-#: so a late duplicate attempt (a job redelivered after its lease ran out) cannot turn
-#: SENT back into anything else.
+#: A 4xx answer keeps a delivery QUEUED (a retry follows); every other outcome is final
+#: for its attempts, so a late duplicate attempt (a job redelivered after its lease ran
+#: out) cannot turn SENT back into anything else. Only an operator's resend (`tidings email
+#: resend`) puts a FAILED or RENDERING_FAILURE delivery back in line, once per resend; a
+#: BOUNCED address is suppressed, so a resend could only be suppressed again.
 DELIVERIES: StateMachine[DeliveryState] = StateMachine("delivery", {
     DeliveryState.QUEUED: frozenset(DeliveryState),
     DeliveryState.SENT: frozenset(),
     DeliveryState.SUPPRESSED: frozenset(),
     DeliveryState.BOUNCED: frozenset(),
-    DeliveryState.FAILED: frozenset(),
-    DeliveryState.RENDERING_FAILURE: frozenset(),
+    DeliveryState.FAILED: frozenset({DeliveryState.QUEUED}),
+    DeliveryState.RENDERING_FAILURE: frozenset({DeliveryState.QUEUED}),
 })
+#: The states no attempt changes any more (`final()` would miss those a resend reopens).
+FINAL_DELIVERY_STATES = frozenset(DeliveryState) - {DeliveryState.QUEUED}
 
 
 # message move tasks (SQS StartMessageMoveTask) ----------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol
 
 from tidings.model.campaigns import CampaignRecord, Step
@@ -51,6 +52,7 @@ class StoredMessage:
     sequence_number: int | None
     source_queue_id: int | None
     last_error: str | None
+    scheduled_at: int | None
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,26 @@ class VisibilityChange:
 class JobAck:
     receipt: Receipt
     job_id: str
+
+
+@dataclass(frozen=True)
+class JobLease:
+    """A consumer's hold on a job key while its handler runs: the receipt's lease token."""
+
+    job_key: str
+    token: int
+
+
+class Reservation(StrEnum):
+    RESERVED = "reserved"  # this consumer holds the key: run the handler
+    DONE = "done"  # the job already ran to success: acknowledge the duplicate
+    BUSY = "busy"  # another consumer holds the key and its lease: wait for it
+
+
+@dataclass(frozen=True)
+class Rejection:
+    receipt: Receipt
+    error: str  # recorded on the message, which a DLQ reader sees
 
 
 class QueueStore(Protocol):
@@ -144,8 +166,31 @@ class QueueStore(Protocol):
         ...
 
     def complete_jobs(self, queue_id: int, acks: Sequence[JobAck], now: int) -> list[bool]:
-        """Delete the messages and record their job ids as done, in one transaction, so a
-        crash cannot separate the acknowledgement from the idempotency record."""
+        """Delete the messages (False where the receipt is stale) and mark every ack's job
+        key DONE (its handler ran to success, whoever holds the message now), in one
+        transaction, so a crash cannot separate the acknowledgement from the record."""
+        ...
+
+    def reserve_jobs(self, queue_id: int, leases: Sequence[JobLease], until: int,
+                     now: int) -> list[Reservation]:
+        """Reserve each job key until `until`: RESERVED when it had no row or its holder's
+        lease ran out, DONE when it ran to success, BUSY when held. One transaction; the
+        keys must be distinct."""
+        ...
+
+    def extend_jobs(self, queue_id: int, leases: Sequence[JobLease], until: int) -> None:
+        """The heartbeat: move the lease end of keys still held with these tokens."""
+        ...
+
+    def release_jobs(self, queue_id: int, leases: Sequence[JobLease]) -> None:
+        """Give keys back after a failure (only those still held with these tokens)."""
+        ...
+
+    def reject_messages(self, queue_id: int, rejections: Sequence[Rejection],
+                        dead_letter_queue_id: int, dead_letter_retention_ms: int,
+                        now: int) -> list[bool]:
+        """Move in-flight messages to the DLQ at once with their error (compare-and-set on
+        the receipt's lease: False where stale)."""
         ...
 
     def peek_messages(self, queue_id: int, after: tuple[int, int] | None,
@@ -154,7 +199,6 @@ class QueueStore(Protocol):
         keyset-paged after (visible_at, row id); reading changes nothing."""
         ...
 
-    def jobs_done(self, queue_id: int, job_ids: Sequence[str]) -> set[str]: ...
     def next_visible_at(self, queue_id: int, now: int) -> int | None:
         """The earliest instant after `now` at which a message of the queue becomes visible."""
         ...
@@ -163,7 +207,10 @@ class QueueStore(Protocol):
         """Delete up to `limit` messages past their queue's retention period."""
         ...
 
-    def forget_jobs(self, done_before: int, limit: int) -> int: ...
+    def forget_jobs(self, done_before: int, limit: int) -> int:
+        """Forget up to `limit` job keys done before `done_before`, and reservations whose
+        lease ran out before it (their consumer died)."""
+        ...
     def move_messages(self, source_queue_id: int, destination_queue_id: int | None,
                       limit: int, now: int) -> int:
         """Move up to `limit` messages out of a DLQ (oldest first), made visible at once
@@ -274,6 +321,18 @@ class ScheduleStore(Protocol):
 # email -------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class DeliveryQuery:
+    """Filters of the delivery log (None: any)."""
+
+    message_id: str | None = None
+    recipient: str | None = None  # normalised address
+    schedule_prefix: str | None = None  # "campaign/" for a campaign's deliveries
+    state: DeliveryState | None = None
+    created_from: int | None = None
+    created_until: int | None = None  # exclusive
+
+
 class EmailStore(Protocol):
     """Templates, the suppression list and the delivery log (`tidings.email`)."""
 
@@ -317,6 +376,19 @@ class EmailStore(Protocol):
     def list_deliveries(self, recipient: str | None, state: DeliveryState | None,
                         before: int | None, limit: int) -> list[Delivery]:
         """Newest first; `before` is the `seq` of the previous page's last row."""
+        ...
+
+    def resend_deliveries(self, resends: Sequence[tuple[Delivery, NewMessage]],
+                          queue_id: int, now: int) -> list[bool]:
+        """Put each delivery back to QUEUED (compare-and-set from the state it was read
+        in) and, for those that won, write its new job message to the queue; one
+        transaction, so a delivery is resent once per resend and never lost between the
+        two."""
+        ...
+
+    def find_deliveries(self, query: DeliveryQuery, after: int, limit: int,
+                        ) -> list[Delivery]:
+        """Deliveries matching every given filter, oldest first, after the `seq` `after`."""
         ...
 
     def delivery_state_counts(self, schedule_prefix: str) -> dict[str, int]:

@@ -9,8 +9,10 @@ from collections.abc import Sequence
 
 from tidings.errors import ConflictError, TemplateNotFound
 from tidings.model.email import Delivery, StoredTemplate, Suppression, SuppressionReason
+from tidings.model.messages import NewMessage
 from tidings.model.states import DELIVERIES, DeliveryState
 from tidings.store import rows
+from tidings.store.base import DeliveryQuery
 from tidings.store.driver import Conn
 from tidings.store.sqlbase import SqlBase
 
@@ -84,7 +86,7 @@ class SqlEmail(SqlBase):
         row = conn.execute(self.q["insert_delivery"], (
             d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
             json.dumps(list(d.recipients)), d.state.value, d.detail, d.attempts, d.created_at,
-            d.updated_at)).fetchone()
+            d.updated_at, d.document)).fetchone()
         if row is None:
             return False
         self.driver.run_each(conn, "insert_delivery_recipient",
@@ -116,6 +118,17 @@ class SqlEmail(SqlBase):
         return bool(conn.execute(self.q["update_delivery"], (
             new.value, detail, attempts, now, delivery_id, current.value)).rowcount > 0)
 
+    def resend_deliveries(self, resends: Sequence[tuple[Delivery, NewMessage]],
+                          queue_id: int, now: int) -> list[bool]:
+        with self.driver.tx() as conn:
+            won = [self._move_delivery(conn, d.id, d.state, DeliveryState.QUEUED,
+                                       "resent by an operator", d.attempts, now)
+                   for d, _ in resends]
+            self._write_messages(conn, queue_id, [m for (_, m), ok in
+                                                  zip(resends, won, strict=True) if ok],
+                                 False, now)
+        return won
+
     def get_delivery(self, delivery_id: str) -> Delivery | None:
         row = self._one("delivery_by_id", (delivery_id,))
         return None if row is None else rows.delivery(row)
@@ -134,6 +147,19 @@ class SqlEmail(SqlBase):
             found = self._all("list_deliveries", args)
         else:
             found = self._all("list_recipient_deliveries", {**args, "address": recipient})
+        return [rows.delivery(r) for r in found]
+
+    def find_deliveries(self, query: DeliveryQuery, after: int, limit: int,
+                        ) -> list[Delivery]:
+        lo, hi = rows.prefix_range(query.schedule_prefix or "")
+        args = {"message_id": query.message_id, "has_prefix": query.schedule_prefix is not None,
+                "lo": lo, "hi": hi, "state": query.state.value if query.state else None,
+                "created_from": query.created_from, "created_until": query.created_until,
+                "after": after, "limit": limit}
+        if query.recipient is None:
+            found = self._all("find_deliveries", args)
+        else:
+            found = self._all("find_recipient_deliveries", {**args, "address": query.recipient})
         return [rows.delivery(r) for r in found]
 
     def delivery_state_counts(self, schedule_prefix: str) -> dict[str, int]:

@@ -14,13 +14,16 @@ from tidings.errors import ConflictError, QueueNotFound
 from tidings.model.messages import NewMessage, PeekedMessage
 from tidings.model.queues import MoveTask, QueueAttributes, QueueCounts, QueueRecord
 from tidings.model.receipts import Receipt
-from tidings.model.states import MOVE_TASKS, MoveTaskStatus
+from tidings.model.states import MOVE_TASKS, JobKeyState, MoveTaskStatus
 from tidings.notify.base import queue_channel
 from tidings.store import rows
 from tidings.store.base import (
     JobAck,
+    JobLease,
     ReceiveOutcome,
     ReceiveParams,
+    Rejection,
+    Reservation,
     StoredMessage,
     StoredSend,
     VisibilityChange,
@@ -188,12 +191,47 @@ class SqlQueues(SqlBase):
         with self.driver.tx() as conn:
             done = self.driver.run_each(conn, "delete_message", [
                 (a.receipt.row_id, queue_id, a.receipt.lease_token) for a in acks])
-            finished = [(a.job_id, queue_id, now) for a, ok in zip(acks, done, strict=True)
-                        if ok]
-            if finished:
-                self.driver.run_each(conn, "put_job_result", finished)
-                self._add_count(conn, queue_id, -len(finished))
+            # Each handler ran to success, whether or not its lease still held: the key is
+            # done, so a copy someone else received meanwhile is acknowledged unrun.
+            self.driver.run_each(conn, "finish_job", [(a.job_id, queue_id, now) for a in acks])
+            if any(done):
+                self._add_count(conn, queue_id, -sum(done))
         return done
+
+    def reserve_jobs(self, queue_id: int, leases: Sequence[JobLease], until: int,
+                     now: int) -> list[Reservation]:
+        with self.driver.tx() as conn:
+            got = self.driver.run_each(conn, "reserve_job", [
+                (lease.job_key, queue_id, lease.token, until, now) for lease in leases])
+            taken = [lease.job_key for lease, ok in zip(leases, got, strict=True) if not ok]
+            states = dict(conn.execute(self.q["job_key_states"], (
+                queue_id, self.driver.array(taken))).fetchall()) if taken else {}
+        return [Reservation.RESERVED if ok else
+                Reservation.DONE if states.get(lease.job_key) == JobKeyState.DONE else
+                Reservation.BUSY for lease, ok in zip(leases, got, strict=True)]
+
+    def extend_jobs(self, queue_id: int, leases: Sequence[JobLease], until: int) -> None:
+        with self.driver.tx() as conn:
+            self.driver.run_each(conn, "extend_job", [
+                (lease.job_key, queue_id, lease.token, until) for lease in leases])
+
+    def release_jobs(self, queue_id: int, leases: Sequence[JobLease]) -> None:
+        with self.driver.tx() as conn:
+            self.driver.run_each(conn, "release_job", [
+                (lease.job_key, queue_id, lease.token) for lease in leases])
+
+    def reject_messages(self, queue_id: int, rejections: Sequence[Rejection],
+                        dead_letter_queue_id: int, dead_letter_retention_ms: int,
+                        now: int) -> list[bool]:
+        with self.driver.tx() as conn:
+            moved = self.driver.run_each(conn, "reject_message", [
+                (r.receipt.row_id, queue_id, r.receipt.lease_token, r.error,
+                 dead_letter_queue_id, now, dead_letter_retention_ms) for r in rejections])
+            if any(moved):
+                self._add_count(conn, queue_id, -sum(moved))
+                self._add_count(conn, dead_letter_queue_id, sum(moved))
+                self.driver.notify(conn, queue_channel(dead_letter_queue_id))
+        return moved
 
     def peek_messages(self, queue_id: int, after: tuple[int, int] | None,
                       limit: int) -> list[PeekedMessage]:
@@ -201,9 +239,6 @@ class SqlQueues(SqlBase):
         return [rows.peeked_message(r) for r in self._all("peek_messages", {
             "queue": queue_id, "after_visible": after_visible, "after_id": after_id,
             "limit": limit})]
-
-    def jobs_done(self, queue_id: int, job_ids: Sequence[str]) -> set[str]:
-        return {r[0] for r in self._all("jobs_done", (queue_id, self.driver.array(job_ids)))}
 
     def next_visible_at(self, queue_id: int, now: int) -> int | None:
         row = self._one("next_visible_at", (queue_id, now))
@@ -228,7 +263,8 @@ class SqlQueues(SqlBase):
         with self.driver.tx() as conn:
             if not self.driver.try_lock(conn, MAINTENANCE_LOCK):
                 return 0
-            return int(conn.execute(self.q["forget_jobs"], (done_before, limit)).rowcount)
+            return sum(int(conn.execute(self.q[query], (done_before, limit)).rowcount)
+                       for query in ("forget_done_jobs", "forget_lapsed_jobs"))
 
     def move_messages(self, source_queue_id: int, destination_queue_id: int | None,
                       limit: int, now: int) -> int:

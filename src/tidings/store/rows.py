@@ -34,14 +34,14 @@ def queue_record(row: Row) -> QueueRecord:
 def stored_message(row: Row, fifo: bool) -> StoredMessage:
     (row_id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
      receive_count, first_received_at, sent_at, group_id, deduplication_id,
-     source_queue_id, last_error) = row
+     source_queue_id, last_error, scheduled_at) = row
     return StoredMessage(
         row_id=row_id, lease_token=lease_token, message_id=message_id, body=body,
         md5_body=md5_body, attributes_json=attributes, md5_attributes=md5_attributes,
         receive_count=receive_count, first_received_at=first_received_at, sent_at=sent_at,
         group_id=group_id, deduplication_id=deduplication_id,
         sequence_number=row_id if fifo else None,  # the row id doubles as FIFO sequence
-        source_queue_id=source_queue_id, last_error=last_error)
+        source_queue_id=source_queue_id, last_error=last_error, scheduled_at=scheduled_at)
 
 
 def peeked_message(row: Row) -> PeekedMessage:
@@ -96,13 +96,13 @@ def suppression(row: Row) -> Suppression:
 
 def delivery(row: Row) -> Delivery:
     (seq, delivery_id, message_id, execution_id, schedule_name, template_name, sender,
-     recipients, state, detail, attempts, created_at, updated_at) = row
+     recipients, state, detail, attempts, created_at, updated_at, document) = row
     return Delivery(seq=seq, id=delivery_id, message_id=message_id,
                     execution_id=execution_id, schedule=schedule_name,
                     template=template_name, sender=sender,
                     recipients=tuple(json.loads(recipients)), state=DeliveryState(state),
                     detail=detail, attempts=attempts, created_at=created_at,
-                    updated_at=updated_at)
+                    updated_at=updated_at, document=document)
 
 
 def steps_text(steps: Sequence[Step]) -> str:

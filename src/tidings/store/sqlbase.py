@@ -25,7 +25,7 @@ def message_row(queue_id: int, m: NewMessage) -> Row:
     """The parameters of `insert_message`, in its column order."""
     return (queue_id, m.message_id, m.body, m.md5_body, encode_attributes(m.attributes),
             m.md5_attributes, m.visible_at, m.sent_at, m.expires_at, m.group_id,
-            m.deduplication_id)
+            m.deduplication_id, m.scheduled_at)
 
 
 class SqlBase:

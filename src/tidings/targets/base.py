@@ -55,6 +55,16 @@ class FiringContext:
                    doc["execution_id"])
 
 
+DELIVERY_JOB = "tidings.delivery"
+
+
+def delivery_job(ctx: FiringContext, target: Any, body: str | None) -> dict[str, Any]:
+    """The job document of one delivery to a `Target` (also kept in the email log, so a
+    failed email can be resent after its schedule is gone)."""
+    return {"type": DELIVERY_JOB, "id": ctx.execution_id, "context": ctx.to_json(),
+            "target": target.to_json(), "input": body}
+
+
 def scheduled_time_text(ms: int) -> str:
     """AWS prints the scheduled time as e.g. 2022-11-04T09:00:00Z (second precision)."""
     return iso(ms - ms % 1000).replace(".000Z", "Z")

@@ -43,7 +43,7 @@ from tidings.model.email import (
 )
 from tidings.model.schedules import Target
 from tidings.settings import Settings
-from tidings.targets.base import DeliveryError, FiringContext
+from tidings.targets.base import DeliveryError, FiringContext, delivery_job
 
 log = logging.getLogger("tidings.email")
 
@@ -93,7 +93,8 @@ class EmailDelivery:
             created_at=prep.existing.created_at if prep.existing else now, updated_at=now,
             execution_id=ctx.execution_id if ctx.schedule_arn else None,
             schedule=f"{ctx.group}/{ctx.name}" if ctx.schedule_arn else None,
-            template=msg.template, attempts=attempt)
+            template=msg.template, attempts=attempt,
+            document=json.dumps(delivery_job(ctx, target, body), ensure_ascii=False))
         if prep.existing is not None and prep.existing.state in FINAL_STATES:
             log.info("delivery %s is already %s; not sent again", record.id,
                      prep.existing.state)
@@ -111,9 +112,8 @@ class EmailDelivery:
         except RenderingError as exc:
             await self._final(record, DeliveryState.RENDERING_FAILURE, str(exc))
             raise DeliveryError("RenderingFailure", str(exc), retryable=False) from None
-        if not self.relay:
-            await self._final(record, DeliveryState.FAILED, NO_RELAY)
-            raise DeliveryError("NoRelay", NO_RELAY, retryable=False)
+        if not self.relay:  # only nodes with a relay consume the email queue
+            raise DeliveryError("NoRelay", NO_RELAY)
         try:
             result = await self.smtp.send(self.relay, bare_address(msg.from_address),
                                           recipients, data)

@@ -269,9 +269,6 @@ def _message_doc(c: Call, m: ReceivedMessage, system: set[str],
                            "MD5OfBody": m.md5_body, "Body": m.body}
     if system:
         attrs = m.system_attributes()
-        if "DeadLetterQueueSourceArn" in attrs:
-            attrs["DeadLetterQueueSourceArn"] = c.naming.queue_arn(
-                attrs["DeadLetterQueueSourceArn"])
         if "All" not in system:
             attrs = {k: v for k, v in attrs.items() if k in system}
         if attrs:

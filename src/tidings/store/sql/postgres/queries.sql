@@ -82,7 +82,7 @@ DELETE FROM messages WHERE queue_id = %s;
 DELETE FROM fifo_dedup WHERE queue_id = %s;
 
 -- name: delete_queue_jobs
-DELETE FROM job_results WHERE queue_id = %s;
+DELETE FROM job_keys WHERE queue_id = %s;
 
 -- name: delete_queue_counts
 DELETE FROM queue_counts WHERE queue_id = %s;
@@ -119,20 +119,23 @@ ON CONFLICT (queue_id, deduplication_id) DO UPDATE SET
 
 -- name: insert_message
 INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
-                      visible_at, sent_at, expires_at, group_id, deduplication_id)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
+                      visible_at, sent_at, expires_at, group_id, deduplication_id,
+                      scheduled_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);
 
 -- name: insert_message_returning
 -- FIFO sends need the row id: it is the message's SequenceNumber.
 INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
-                      visible_at, sent_at, expires_at, group_id, deduplication_id)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                      visible_at, sent_at, expires_at, group_id, deduplication_id,
+                      scheduled_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 RETURNING id;
 
 -- name: copy_messages
 -- The bulk path for a firing batch's messages.
 COPY messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
-               visible_at, sent_at, expires_at, group_id, deduplication_id) FROM STDIN;
+               visible_at, sent_at, expires_at, group_id, deduplication_id, scheduled_at)
+FROM STDIN;
 
 -- name: send_messages
 -- A standard queue's whole send in one statement (data-modifying CTEs all run): the rows,
@@ -167,7 +170,7 @@ WHERE id IN (SELECT id FROM messages
              FOR UPDATE SKIP LOCKED)
 RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
           receive_count, first_received_at, sent_at, group_id, deduplication_id,
-          source_queue_id, last_error;
+          source_queue_id, last_error, scheduled_at;
 
 -- name: receive_candidates
 SELECT id, receive_count FROM messages
@@ -197,7 +200,7 @@ SET visible_at = %s, lease_token = %s, receive_count = receive_count + 1,
 WHERE id = ANY(%s) AND visible_at <= %s
 RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
           receive_count, first_received_at, sent_at, group_id, deduplication_id,
-          source_queue_id, last_error;
+          source_queue_id, last_error, scheduled_at;
 
 -- name: dead_letter_messages
 -- maxReceiveCount reached: the message starts a new life in the DLQ, visible at once, its
@@ -206,6 +209,18 @@ UPDATE messages
 SET queue_id = %s, source_queue_id = queue_id, visible_at = %s, lease_token = NULL,
     receive_count = 0, first_received_at = NULL, expires_at = GREATEST(sent_at + %s, sent_at)
 WHERE id = ANY(%s);
+
+-- name: reject_message
+-- (id, queue, lease token, error, DLQ, now, DLQ retention)[]: a poison message goes to the
+-- DLQ at once, guarded by its receipt's lease like a delete.
+UPDATE messages AS m
+SET queue_id = r.dlq, source_queue_id = m.queue_id, visible_at = r.now, lease_token = NULL,
+    receive_count = 0, first_received_at = NULL,
+    expires_at = GREATEST(m.sent_at + r.retention, m.sent_at), last_error = r.error
+FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[],
+            %s::bigint[]) AS r(id, queue_id, token, error, dlq, now, retention)
+WHERE m.id = r.id AND m.queue_id = r.queue_id AND m.lease_token = r.token
+RETURNING m.id;
 
 -- name: delete_message
 -- (id, queue, lease token)[]: a stale receipt's token no longer matches.
@@ -238,13 +253,47 @@ WHERE m.id = c.id AND m.queue_id = c.queue_id AND m.lease_token = c.token
   AND m.visible_at > c.now
 RETURNING m.id;
 
--- name: put_job_result
--- (job id, queue, done at)[]
-INSERT INTO job_results (queue_id, job_id, done_at)
-SELECT queue_id, job_id, done_at
-FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS j(job_id, queue_id, done_at)
-ON CONFLICT (queue_id, job_id) DO NOTHING
-RETURNING job_id;
+-- name: finish_job
+-- (job key, queue, done at)[]: the handlers ran to success.
+INSERT INTO job_keys (queue_id, job_key, state, done_at)
+SELECT DISTINCT ON (queue_id, job_key) queue_id, job_key, 'done', done_at
+FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS j(job_key, queue_id, done_at)
+ON CONFLICT (queue_id, job_key) DO UPDATE SET
+    state = 'done', done_at = excluded.done_at, lease_token = NULL, lease_until = NULL
+RETURNING job_key;
+
+-- name: reserve_job
+-- (job key, queue, token, until, now)[]: a new key, or one whose holder's lease ran out.
+WITH j AS (
+    SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])
+    AS j(job_key, queue_id, token, lease_until, now)
+)
+INSERT INTO job_keys (queue_id, job_key, state, lease_token, lease_until)
+SELECT queue_id, job_key, 'running', token, lease_until FROM j
+ON CONFLICT (queue_id, job_key) DO UPDATE SET
+    lease_token = excluded.lease_token, lease_until = excluded.lease_until
+WHERE job_keys.state = 'running' AND job_keys.lease_until <= (SELECT max(now) FROM j)
+RETURNING job_key;
+
+-- name: job_key_states
+SELECT job_key, state FROM job_keys WHERE queue_id = %s AND job_key = ANY(%s);
+
+-- name: extend_job
+-- (job key, queue, token, until)[]
+UPDATE job_keys AS k SET lease_until = j.lease_until
+FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::bigint[])
+     AS j(job_key, queue_id, token, lease_until)
+WHERE k.queue_id = j.queue_id AND k.job_key = j.job_key AND k.state = 'running'
+  AND k.lease_token = j.token
+RETURNING k.job_key;
+
+-- name: release_job
+-- (job key, queue, token)[]
+DELETE FROM job_keys AS k
+USING unnest(%s::text[], %s::bigint[], %s::bigint[]) AS j(job_key, queue_id, token)
+WHERE k.queue_id = j.queue_id AND k.job_key = j.job_key AND k.state = 'running'
+  AND k.lease_token = j.token
+RETURNING k.job_key;
 
 -- name: peek_messages
 -- In receive order (messages_ready), keyset-paged; lease_token is whether it was leased.
@@ -253,9 +302,6 @@ SELECT id, message_id, body, attributes, sent_at, visible_at, lease_token IS NOT
 FROM messages
 WHERE queue_id = %(queue)s AND (visible_at, id) > (%(after_visible)s, %(after_id)s)
 ORDER BY visible_at, id LIMIT %(limit)s;
-
--- name: jobs_done
-SELECT job_id FROM job_results WHERE queue_id = %s AND job_id = ANY(%s);
 
 -- name: next_visible_at
 SELECT MIN(visible_at) FROM messages WHERE queue_id = %s AND visible_at > %s;
@@ -269,9 +315,15 @@ RETURNING queue_id;
 -- name: expire_dedup
 DELETE FROM fifo_dedup WHERE expires_at <= %s;
 
--- name: forget_jobs
-DELETE FROM job_results WHERE (queue_id, job_id) IN (
-    SELECT queue_id, job_id FROM job_results WHERE done_at < %s LIMIT %s);
+-- name: forget_done_jobs
+DELETE FROM job_keys WHERE (queue_id, job_key) IN (
+    SELECT queue_id, job_key FROM job_keys WHERE done_at < %s LIMIT %s);
+
+-- name: forget_lapsed_jobs
+-- Reservations of consumers that died: their lease ran out long ago.
+DELETE FROM job_keys WHERE (queue_id, job_key) IN (
+    SELECT queue_id, job_key FROM job_keys WHERE state = 'running' AND lease_until < %s
+    LIMIT %s);
 
 -- name: movable_messages
 SELECT id, source_queue_id FROM messages WHERE queue_id = %s ORDER BY id LIMIT %s
@@ -497,8 +549,9 @@ ORDER BY address COLLATE "C" LIMIT %(limit)s;
 
 -- name: insert_delivery
 INSERT INTO email_deliveries (id, message_id, execution_id, schedule, template, sender,
-                              recipients, state, detail, attempts, created_at, updated_at)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                              recipients, state, detail, attempts, created_at, updated_at,
+                              document)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (id) DO NOTHING
 RETURNING seq;
 
@@ -517,29 +570,53 @@ WHERE id = %s AND state = %s;
 
 -- name: delivery_by_id
 SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
-       detail, attempts, created_at, updated_at
+       detail, attempts, created_at, updated_at, document
 FROM email_deliveries WHERE id = %s;
 
 -- name: deliveries_by_id
 SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
-       detail, attempts, created_at, updated_at
+       detail, attempts, created_at, updated_at, document
 FROM email_deliveries WHERE id = ANY(%s);
 
 -- name: list_deliveries
 -- Newest first, keyset-paged on seq.
 SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
-       detail, attempts, created_at, updated_at
+       detail, attempts, created_at, updated_at, document
 FROM email_deliveries
 WHERE seq < %(before)s AND (%(state)s::text IS NULL OR state = %(state)s)
 ORDER BY seq DESC LIMIT %(limit)s;
 
 -- name: list_recipient_deliveries
 SELECT d.seq, d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
-       d.recipients, d.state, d.detail, d.attempts, d.created_at, d.updated_at
+       d.recipients, d.state, d.detail, d.attempts, d.created_at, d.updated_at, d.document
 FROM email_deliveries AS d JOIN email_delivery_recipients AS r ON r.delivery_seq = d.seq
 WHERE r.address = %(address)s AND d.seq < %(before)s
   AND (%(state)s::text IS NULL OR d.state = %(state)s)
 ORDER BY d.seq DESC LIMIT %(limit)s;
+
+-- name: find_deliveries
+-- The filters of `tidings email resend`; oldest first, keyset-paged on seq.
+SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
+       detail, attempts, created_at, updated_at, document
+FROM email_deliveries
+WHERE seq > %(after)s AND (%(message_id)s::text IS NULL OR message_id = %(message_id)s)
+  AND (NOT %(has_prefix)s OR (schedule COLLATE "C" >= %(lo)s AND schedule COLLATE "C" < %(hi)s))
+  AND (%(state)s::text IS NULL OR state = %(state)s)
+  AND (%(created_from)s::bigint IS NULL OR created_at >= %(created_from)s)
+  AND (%(created_until)s::bigint IS NULL OR created_at < %(created_until)s)
+ORDER BY seq LIMIT %(limit)s;
+
+-- name: find_recipient_deliveries
+SELECT d.seq, d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
+       d.recipients, d.state, d.detail, d.attempts, d.created_at, d.updated_at, d.document
+FROM email_deliveries AS d JOIN email_delivery_recipients AS r ON r.delivery_seq = d.seq
+WHERE r.address = %(address)s AND d.seq > %(after)s
+  AND (%(message_id)s::text IS NULL OR d.message_id = %(message_id)s)
+  AND (NOT %(has_prefix)s OR (d.schedule COLLATE "C" >= %(lo)s AND d.schedule COLLATE "C" < %(hi)s))
+  AND (%(state)s::text IS NULL OR d.state = %(state)s)
+  AND (%(created_from)s::bigint IS NULL OR d.created_at >= %(created_from)s)
+  AND (%(created_until)s::bigint IS NULL OR d.created_at < %(created_until)s)
+ORDER BY d.seq LIMIT %(limit)s;
 
 -- name: delivery_state_counts
 SELECT state, COUNT(*) FROM email_deliveries

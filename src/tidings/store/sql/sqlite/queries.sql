@@ -78,7 +78,7 @@ DELETE FROM messages WHERE queue_id = ?;
 DELETE FROM fifo_dedup WHERE queue_id = ?;
 
 -- name: delete_queue_jobs
-DELETE FROM job_results WHERE queue_id = ?;
+DELETE FROM job_keys WHERE queue_id = ?;
 
 -- name: delete_queue_counts
 DELETE FROM queue_counts WHERE queue_id = ?;
@@ -115,14 +115,16 @@ ON CONFLICT (queue_id, deduplication_id) DO UPDATE SET
 
 -- name: insert_message
 INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
-                      visible_at, sent_at, expires_at, group_id, deduplication_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+                      visible_at, sent_at, expires_at, group_id, deduplication_id,
+                      scheduled_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: insert_message_returning
 -- FIFO sends need the row id: it is the message's SequenceNumber.
 INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
-                      visible_at, sent_at, expires_at, group_id, deduplication_id)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                      visible_at, sent_at, expires_at, group_id, deduplication_id,
+                      scheduled_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 RETURNING id;
 
 -- name: receive_simple
@@ -137,7 +139,7 @@ WHERE id IN (SELECT id FROM messages
              ORDER BY visible_at LIMIT ?)
 RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
           receive_count, first_received_at, sent_at, group_id, deduplication_id,
-          source_queue_id, last_error;
+          source_queue_id, last_error, scheduled_at;
 
 -- name: receive_candidates
 SELECT id, receive_count FROM messages
@@ -164,7 +166,7 @@ SET visible_at = ?, lease_token = ?, receive_count = receive_count + 1,
 WHERE id IN (SELECT value FROM json_each(?)) AND visible_at <= ?
 RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
           receive_count, first_received_at, sent_at, group_id, deduplication_id,
-          source_queue_id, last_error;
+          source_queue_id, last_error, scheduled_at;
 
 -- name: dead_letter_messages
 -- maxReceiveCount reached: the message starts a new life in the DLQ, visible at once, its
@@ -173,6 +175,15 @@ UPDATE messages
 SET queue_id = ?, source_queue_id = queue_id, visible_at = ?, lease_token = NULL,
     receive_count = 0, first_received_at = NULL, expires_at = MAX(sent_at + ?, sent_at)
 WHERE id IN (SELECT value FROM json_each(?));
+
+-- name: reject_message
+-- (id, queue, lease token, error, DLQ, now, DLQ retention): a poison message goes to the
+-- DLQ at once, guarded by its receipt's lease like a delete.
+UPDATE messages
+SET queue_id = ?5, source_queue_id = queue_id, visible_at = ?6, lease_token = NULL,
+    receive_count = 0, first_received_at = NULL, expires_at = MAX(sent_at + ?7, sent_at),
+    last_error = ?4
+WHERE id = ?1 AND queue_id = ?2 AND lease_token = ?3;
 
 -- name: delete_message
 -- (id, queue, lease token): a stale receipt's token no longer matches, so it deletes
@@ -184,10 +195,33 @@ DELETE FROM messages WHERE id = ?1 AND queue_id = ?2 AND lease_token = ?3;
 UPDATE messages SET visible_at = ?2, last_error = COALESCE(?3, last_error)
 WHERE id = ?1 AND queue_id = ?4 AND lease_token = ?5 AND visible_at > ?6;
 
--- name: put_job_result
--- (job id, queue, done at)
-INSERT INTO job_results (queue_id, job_id, done_at) VALUES (?2, ?1, ?3)
-ON CONFLICT (queue_id, job_id) DO NOTHING;
+-- name: finish_job
+-- (job key, queue, done at): the handler ran to success.
+INSERT INTO job_keys (queue_id, job_key, state, done_at) VALUES (?2, ?1, 'done', ?3)
+ON CONFLICT (queue_id, job_key) DO UPDATE SET
+    state = 'done', done_at = excluded.done_at, lease_token = NULL, lease_until = NULL;
+
+-- name: reserve_job
+-- (job key, queue, token, until, now): a new key, or one whose holder's lease ran out.
+INSERT INTO job_keys (queue_id, job_key, state, lease_token, lease_until)
+VALUES (?2, ?1, 'running', ?3, ?4)
+ON CONFLICT (queue_id, job_key) DO UPDATE SET
+    lease_token = excluded.lease_token, lease_until = excluded.lease_until
+WHERE job_keys.state = 'running' AND job_keys.lease_until <= ?5;
+
+-- name: job_key_states
+SELECT job_key, state FROM job_keys
+WHERE queue_id = ? AND job_key IN (SELECT value FROM json_each(?));
+
+-- name: extend_job
+-- (job key, queue, token, until)
+UPDATE job_keys SET lease_until = ?4
+WHERE queue_id = ?2 AND job_key = ?1 AND state = 'running' AND lease_token = ?3;
+
+-- name: release_job
+-- (job key, queue, token)
+DELETE FROM job_keys
+WHERE queue_id = ?2 AND job_key = ?1 AND state = 'running' AND lease_token = ?3;
 
 -- name: peek_messages
 -- In receive order (messages_ready), keyset-paged; lease_token is whether it was leased.
@@ -196,9 +230,6 @@ SELECT id, message_id, body, attributes, sent_at, visible_at, lease_token IS NOT
 FROM messages
 WHERE queue_id = :queue AND (visible_at, id) > (:after_visible, :after_id)
 ORDER BY visible_at, id LIMIT :limit;
-
--- name: jobs_done
-SELECT job_id FROM job_results WHERE queue_id = ? AND job_id IN (SELECT value FROM json_each(?));
 
 -- name: next_visible_at
 SELECT MIN(visible_at) FROM messages WHERE queue_id = ? AND visible_at > ?;
@@ -211,9 +242,14 @@ RETURNING queue_id;
 -- name: expire_dedup
 DELETE FROM fifo_dedup WHERE expires_at <= ?;
 
--- name: forget_jobs
-DELETE FROM job_results WHERE (queue_id, job_id) IN (
-    SELECT queue_id, job_id FROM job_results WHERE done_at < ? LIMIT ?);
+-- name: forget_done_jobs
+DELETE FROM job_keys WHERE (queue_id, job_key) IN (
+    SELECT queue_id, job_key FROM job_keys WHERE done_at < ? LIMIT ?);
+
+-- name: forget_lapsed_jobs
+-- Reservations of consumers that died: their lease ran out long ago.
+DELETE FROM job_keys WHERE (queue_id, job_key) IN (
+    SELECT queue_id, job_key FROM job_keys WHERE state = 'running' AND lease_until < ? LIMIT ?);
 
 -- name: movable_messages
 SELECT id, source_queue_id FROM messages WHERE queue_id = ? ORDER BY id LIMIT ?;
@@ -398,8 +434,9 @@ ORDER BY address LIMIT :limit;
 
 -- name: insert_delivery
 INSERT INTO email_deliveries (id, message_id, execution_id, schedule, template, sender,
-                              recipients, state, detail, attempts, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                              recipients, state, detail, attempts, created_at, updated_at,
+                              document)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO NOTHING
 RETURNING seq;
 
@@ -415,28 +452,52 @@ WHERE id = ? AND state = ?;
 
 -- name: delivery_by_id
 SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
-       detail, attempts, created_at, updated_at
+       detail, attempts, created_at, updated_at, document
 FROM email_deliveries WHERE id = ?;
 
 -- name: deliveries_by_id
 SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
-       detail, attempts, created_at, updated_at
+       detail, attempts, created_at, updated_at, document
 FROM email_deliveries WHERE id IN (SELECT value FROM json_each(?));
 
 -- name: list_deliveries
 -- Newest first, keyset-paged on seq.
 SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
-       detail, attempts, created_at, updated_at
+       detail, attempts, created_at, updated_at, document
 FROM email_deliveries
 WHERE seq < :before AND (:state IS NULL OR state = :state)
 ORDER BY seq DESC LIMIT :limit;
 
 -- name: list_recipient_deliveries
 SELECT d.seq, d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
-       d.recipients, d.state, d.detail, d.attempts, d.created_at, d.updated_at
+       d.recipients, d.state, d.detail, d.attempts, d.created_at, d.updated_at, d.document
 FROM email_deliveries AS d JOIN email_delivery_recipients AS r ON r.delivery_seq = d.seq
 WHERE r.address = :address AND d.seq < :before AND (:state IS NULL OR d.state = :state)
 ORDER BY d.seq DESC LIMIT :limit;
+
+-- name: find_deliveries
+-- The filters of `tidings email resend`; oldest first, keyset-paged on seq.
+SELECT seq, id, message_id, execution_id, schedule, template, sender, recipients, state,
+       detail, attempts, created_at, updated_at, document
+FROM email_deliveries
+WHERE seq > :after AND (:message_id IS NULL OR message_id = :message_id)
+  AND (NOT :has_prefix OR (schedule >= :lo AND schedule < :hi))
+  AND (:state IS NULL OR state = :state)
+  AND (:created_from IS NULL OR created_at >= :created_from)
+  AND (:created_until IS NULL OR created_at < :created_until)
+ORDER BY seq LIMIT :limit;
+
+-- name: find_recipient_deliveries
+SELECT d.seq, d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
+       d.recipients, d.state, d.detail, d.attempts, d.created_at, d.updated_at, d.document
+FROM email_deliveries AS d JOIN email_delivery_recipients AS r ON r.delivery_seq = d.seq
+WHERE r.address = :address AND d.seq > :after
+  AND (:message_id IS NULL OR d.message_id = :message_id)
+  AND (NOT :has_prefix OR (d.schedule >= :lo AND d.schedule < :hi))
+  AND (:state IS NULL OR d.state = :state)
+  AND (:created_from IS NULL OR d.created_at >= :created_from)
+  AND (:created_until IS NULL OR d.created_at < :created_until)
+ORDER BY d.seq LIMIT :limit;
 
 -- name: delivery_state_counts
 SELECT state, COUNT(*) FROM email_deliveries WHERE schedule >= ? AND schedule < ?

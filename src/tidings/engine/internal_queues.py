@@ -1,0 +1,29 @@
+"""The internal queues that carry deliveries to targets that are not queues.
+
+A delivery to a webhook or a function target, or an email, travels as a job of one of
+these queues, so it gets the queue engine's leases, retries and crash safety for free.
+Email has its own queue: only a node with an SMTP relay consumes it, so accepted mail
+waits there (it is never failed) until such a node takes it.
+"""
+
+from __future__ import annotations
+
+from tidings.engine.queues import QueueService
+from tidings.errors import QueueNotFound
+from tidings.model.schedules import Target, TargetKind
+
+DELIVERY_QUEUE = "tidings-deliveries"  # webhook and function targets
+EMAIL_QUEUE = "tidings-email"  # email targets and the email API's sends
+RETENTION_S = 14 * 24 * 3600  # the SQS maximum: a delivery outlives a long outage
+
+
+def queue_for(target: Target) -> str:
+    return EMAIL_QUEUE if target.kind is TargetKind.EMAIL else DELIVERY_QUEUE
+
+
+def ensure_internal_queues(queues: QueueService) -> None:
+    for name in (DELIVERY_QUEUE, EMAIL_QUEUE):
+        try:
+            queues.get_queue(name)
+        except QueueNotFound:
+            queues.create_queue(name, visibility_timeout_s=60, retention_s=RETENTION_S)
