@@ -8,11 +8,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from email_relay import Relay, running_relay
 
 from tidings.client import Tidings
 from tidings.engine.internal_queues import EMAIL_QUEUE
 from tidings.engine.runtime import Node
+from tidings.errors import ValidationError
 from tidings.model.email import DeliveryState, SuppressionReason
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
 from tidings.settings import Settings
@@ -257,4 +259,30 @@ def test_bulk_created_email_schedules_are_each_validated(db_url: str) -> None:
     results = list(t.schedules.create_many(specs))
     assert [r.error is None for r in results] == [True, False, True]
     assert "absent" in str(results[1].error)
+    t.close()
+
+
+def test_resend_puts_failed_deliveries_back_in_line_once_each(db_url: str) -> None:
+    t = tidings_for(db_url)
+    t.email.create_template("welcome", "Hello {{name}}", text="Hi")
+    down = Relay(data_replies=["451 4.3.0 try later"] * 10)
+    with running_relay(down) as url:
+        for who in ("a", "b"):
+            t.schedules.create(ScheduleSpec(f"outage-{who}", just_now(), email_target(
+                send_doc([f"{who}@example.org"], data={"name": who}),
+                retry_policy=RetryPolicy(maximum_retry_attempts=0))))
+        run_node(t, lambda: states(t) == [DeliveryState.FAILED] * 2, smtp_url=url)
+    assert t.email.waiting() == 0
+    # filters: one recipient first, then the rest; nothing is resent twice
+    assert t.email.resend(recipient="a@example.org").resent == 1
+    assert t.email.resend(recipient="a@example.org").resent == 0  # QUEUED now
+    assert t.email.resend(state="FAILED").resent == 1
+    assert t.email.waiting() == 2
+    up = Relay()
+    with running_relay(up) as url:
+        run_node(t, lambda: len(up.received) == 2, smtp_url=url)
+    assert states(t) == [DeliveryState.SENT] * 2
+    assert t.email.resend().resent == 0
+    with pytest.raises(ValidationError):
+        t.email.resend(state="SENT")
     t.close()

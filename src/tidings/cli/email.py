@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,6 +12,7 @@ import typer
 
 from tidings.cli.output import (
     DEFAULT_DB,
+    EXIT_USAGE,
     DbOption,
     JsonOption,
     emit_json,
@@ -19,7 +21,7 @@ from tidings.cli.output import (
     table,
     tidings,
 )
-from tidings.clock import iso
+from tidings.clock import iso, to_ms
 from tidings.email.templates import RenderingError, parse_template_data
 from tidings.errors import ValidationError
 from tidings.model.email import EmailMessage
@@ -158,6 +160,58 @@ def send(
         emit_json(delivery_json(delivery))
     else:
         line(f"queued {delivery.id} (Message-ID <{delivery.message_id}>)")
+
+
+@app.command("status")
+def email_status(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+    """How much accepted email waits to be sent (for a node with an SMTP relay, or a
+    retry)."""
+    with tidings(db) as t:
+        waiting = t.email.waiting()
+    if as_json:
+        emit_json({"waiting": waiting})
+    else:
+        line(f"{waiting} emails waiting to be sent")
+
+
+@app.command("resend")
+def resend(
+    message_id: Annotated[str | None, typer.Option(
+        "--message-id", help="The Message-ID the delivery log shows.")] = None,
+    to: Annotated[str | None, typer.Option("--to", metavar="ADDRESS",
+                                           help="A recipient's deliveries.")] = None,
+    campaign: Annotated[str | None, typer.Option(help="A campaign's deliveries.")] = None,
+    state: Annotated[str | None, typer.Option(
+        help="FAILED or RENDERING_FAILURE (default: both).")] = None,
+    since: Annotated[str | None, typer.Option(
+        metavar="ISO", help="Accepted at or after (e.g. 2026-12-01T09:00:00Z).")] = None,
+    until: Annotated[str | None, typer.Option(metavar="ISO",
+                                              help="Accepted before.")] = None,
+    db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
+) -> None:
+    """Put failed deliveries back in line, once each (after a relay outage, or a fixed
+    template). Bounced addresses are suppressed: they are not resent."""
+    with tidings(db) as t:
+        outcome = t.email.resend(message_id=message_id, recipient=to, campaign=campaign,
+                                 state=state, since=_instant("since", since),
+                                 until=_instant("until", until))
+    doc = {"resent": outcome.resent,
+           "skipped": [{"id": i, "reason": why} for i, why in outcome.skipped]}
+    if as_json:
+        emit_json(doc)
+        return
+    line(f"resent {outcome.resent} deliveries")
+    for delivery_id, why in outcome.skipped:
+        line(f"skipped {delivery_id}: {why}")
+
+
+def _instant(name: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return to_ms(datetime.fromisoformat(text.replace("Z", "+00:00")), name)
+    except ValueError:
+        raise fail(f"--{name}: {text!r} is not an ISO 8601 instant", EXIT_USAGE) from None
 
 
 @app.command("log")

@@ -22,7 +22,7 @@ from tidings.client import Tidings
 from tidings.errors import ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.queues import MAX_RETENTION_S, RedrivePolicy, check_range
-from tidings.server.native.views import message_json, queue_json, send_json
+from tidings.server.native.views import message_json, peeked_json, queue_json, send_json
 
 app = typer.Typer(help="Create, inspect and use queues.", no_args_is_help=True)
 
@@ -210,14 +210,37 @@ def receive(
         if as_json:
             emit_json({"messages": docs})
         elif docs:
-            table(None, ["message id", "receives", "body"],
-                  [(d["message_id"], d["receive_count"], d["body"]) for d in docs])
+            table(None, ["message id", "receives", "body", "error"],
+                  [(d["message_id"], d["receive_count"], d["body"], d["last_error"] or "")
+                   for d in docs])
         else:
             line("no messages")
         if delete:
             # After printing, so an interrupted print never loses a message.
             for m in got:
                 t.queues.delete(name, m.receipt_handle)
+
+
+@app.command()
+def peek(
+    name: Name,
+    n: Annotated[int, typer.Option("-n", "--max", help="Up to this many (1-1000).")] = 10,
+    db: DbOption = DEFAULT_DB,
+    as_json: JsonOption = False,
+) -> None:
+    """Show messages without receiving them (no visibility change, no receive counted):
+    what a dead-letter queue holds and why each message is there."""
+    with tidings(db) as t:
+        views, _ = t.queues.peek(name, limit=n)
+    docs = [peeked_json(v) for v in views]
+    if as_json:
+        emit_json({"messages": docs})
+    elif docs:
+        table(None, ["message id", "state", "receives", "body", "error", "from"],
+              [(d["message_id"], d["state"], d["receive_count"], d["body"],
+                d["last_error"] or "", d["dead_letter_source"] or "") for d in docs])
+    else:
+        line("no messages")
 
 
 @app.command()

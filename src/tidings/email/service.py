@@ -15,7 +15,7 @@ import re
 import secrets
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tidings.clock import Clock
@@ -30,7 +30,7 @@ from tidings.email.templates import (
     parse_template_data,
 )
 from tidings.email.unsubscribe import UnsubscribeRequest, UnsubscribeTokens
-from tidings.engine.internal_queues import EMAIL_QUEUE, ensure_internal_queues
+from tidings.engine.internal_queues import EMAIL_QUEUE, backlog, ensure_internal_queues
 from tidings.engine.queues import QueueService
 from tidings.errors import NotFoundError, TidingsError, ValidationError
 from tidings.model.email import (
@@ -45,8 +45,9 @@ from tidings.model.email import (
 )
 from tidings.model.queues import check_range
 from tidings.model.schedules import Target, TargetKind
+from tidings.notify.base import queue_channel
 from tidings.settings import Settings
-from tidings.store.base import Store
+from tidings.store.base import DeliveryQuery, Store
 from tidings.targets.base import FiringContext, delivery_job
 
 TEMPLATE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # SES: letters, digits, _ and -, ≤ 64
@@ -66,6 +67,23 @@ class Prepared:
     template: CompiledEmailTemplate | None
     suppressed: dict[str, Suppression]
     existing: Delivery | None  # the log row of this delivery, if an attempt made one
+
+
+RESEND_PAGE = 500
+RESENDABLE = (DeliveryState.FAILED, DeliveryState.RENDERING_FAILURE)
+
+
+def _resendable(state: str) -> DeliveryState:
+    for wanted in RESENDABLE:
+        if state.upper() == wanted.value:
+            return wanted
+    raise ValidationError("state", "a resend takes FAILED or RENDERING_FAILURE deliveries")
+
+
+@dataclass
+class Resent:
+    resent: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (delivery id, why)
 
 
 def _page_token(value: str) -> str:
@@ -288,6 +306,55 @@ class EmailService:
         return self.store.update_delivery(delivery_id, DeliveryState.QUEUED,
                                           DeliveryState.FAILED, detail[:2000], attempts,
                                           self.clock.now_ms())
+
+    # resending and status ----------------------------------------------------------------
+
+    def resend(self, *, message_id: str | None = None, recipient: str | None = None,
+               campaign: str | None = None, state: str | None = None,
+               since: int | None = None, until: int | None = None) -> Resent:
+        """Put failed deliveries matching every given filter back in line (SES has no such
+        call; operators of a relay outage need one). FAILED and RENDERING_FAILURE are
+        resent (`state` picks one); a BOUNCED address is suppressed, so it is not. Each
+        delivery goes back once per call, even with two operators resending at once."""
+        states = RESENDABLE if state is None else (_resendable(state),)
+        ensure_internal_queues(self.queues)
+        queue = self.queues.get_queue(EMAIL_QUEUE)
+        outcome = Resent()
+        for wanted in states:
+            query = DeliveryQuery(message_id=message_id, state=wanted,
+                                  recipient=normalise_address(recipient) if recipient else None,
+                                  schedule_prefix=f"{campaign}/" if campaign else None,
+                                  created_from=since, created_until=until)
+            after = 0
+            while True:
+                page = self.store.find_deliveries(query, after, RESEND_PAGE)
+                if not page:
+                    break
+                after = page[-1].seq
+                now = self.clock.now_ms()
+                resends = []
+                for d in page:
+                    if d.document is None:
+                        outcome.skipped.append((d.id, "sent before tidings kept what to "
+                                                "resend (no document)"))
+                        continue
+                    # A job of its own (the first one's key is done), the same delivery.
+                    job = {**json.loads(d.document), "resent_at": now,
+                           "id": f"{d.id}/resend-{now}"}
+                    resends.append((d, self.queues.new_message(queue, json.dumps(job),
+                                                               now=now)))
+                won = self.store.resend_deliveries(resends, queue.id, now)
+                outcome.resent += sum(won)
+                outcome.skipped.extend((d.id, "changed meanwhile (resent already?)")
+                                       for (d, _), ok in zip(resends, won, strict=True)
+                                       if not ok)
+        if outcome.resent:
+            self.queues.notifier.notify(queue_channel(queue.id))
+        return outcome
+
+    def waiting(self) -> int:
+        """Emails accepted and not yet taken by a node with a relay (or being retried)."""
+        return backlog(self.queues, EMAIL_QUEUE)
 
     # the log ------------------------------------------------------------------------------------
 

@@ -27,3 +27,12 @@ def ensure_internal_queues(queues: QueueService) -> None:
             queues.get_queue(name)
         except QueueNotFound:
             queues.create_queue(name, visibility_timeout_s=60, retention_s=RETENTION_S)
+
+
+def backlog(queues: QueueService, name: str) -> int:
+    """What an internal queue holds: waiting, being retried or in flight."""
+    try:
+        counts = queues.describe(name).counts
+    except QueueNotFound:
+        return 0
+    return counts.visible + counts.in_flight + counts.delayed

@@ -28,6 +28,7 @@ from tidings.model.digests import MessageAttributeValue, md5_of_attributes
 from tidings.model.messages import (
     NewMessage,
     OutgoingMessage,
+    PeekedMessage,
     ReceivedMessage,
     SendResult,
     decode_attributes,
@@ -48,6 +49,7 @@ from tidings.model.queues import (
     validate_tags,
 )
 from tidings.model.receipts import ReceiptSigner
+from tidings.model.states import MessageState, message_state
 from tidings.notify.base import Notifier, queue_channel
 from tidings.store.base import (
     ReceiveParams,
@@ -72,6 +74,15 @@ class BatchFailure:
     code: str
     message: str
     sender_fault: bool = True
+
+
+@dataclass(frozen=True)
+class MessageView:
+    """A peeked message with its state now and, in a DLQ, the ARN of where it came from."""
+
+    message: PeekedMessage
+    state: MessageState
+    dead_letter_source: str | None
 
 
 @dataclass(frozen=True)
@@ -186,6 +197,28 @@ class QueueService(Redrive):
     def dead_letter_sources(self, name: str) -> list[QueueRecord]:
         self.store.get_queue(name)
         return self.store.dead_letter_sources(name)
+
+    def peek(self, name: str, *, limit: int = 10, next_token: str | None = None,
+             ) -> tuple[list[MessageView], str | None]:
+        """Messages in the order receives would take them, read without receiving them:
+        no lease, no receive counted (what SQS lacks and an operator of a DLQ needs)."""
+        check_range("MaxResults", limit, 1, 1000)
+        record = self.store.get_queue(name)
+        after = None
+        if next_token:
+            visible, _, row = _decode_token(next_token).partition(":")
+            if not (visible.lstrip("-").isdigit() and row.isdigit()):
+                raise ValidationError("NextToken", "is not a token this API returned")
+            after = (int(visible), int(row))
+        rows = self.store.peek_messages(record.id, after, limit + 1)
+        now = self.clock.now_ms()
+        views = [MessageView(
+            p, message_state(visible_at=p.visible_at, leased=p.leased, now=now),
+            None if p.source_queue_id is None else self._source_arn(p.source_queue_id))
+            for p in rows[:limit]]
+        more = len(rows) > limit
+        last = rows[limit - 1] if more else None
+        return views, (_encode_token(f"{last.visible_at}:{last.row_id}") if last else None)
 
     # sending ---------------------------------------------------------------------------------
 
@@ -324,11 +357,12 @@ class QueueService(Redrive):
                 return None  # deleted: not remembered, in case of a lookup race
         return self._names[queue_id]
 
+    def _source_arn(self, queue_id: int) -> str | None:
+        name = self._source_name(queue_id)
+        return None if name is None else self.queue_arn(name)
+
     def _received(self, record: QueueRecord, m: StoredMessage) -> ReceivedMessage:
-        source = None
-        if m.source_queue_id is not None:
-            name = self._source_name(m.source_queue_id)
-            source = None if name is None else self.queue_arn(name)
+        source = None if m.source_queue_id is None else self._source_arn(m.source_queue_id)
         attributes, md5_attributes = decode_attributes(m.attributes_json), m.md5_attributes
         if m.last_error:
             attributes, md5_attributes = with_error(attributes, m.last_error)

@@ -6,8 +6,10 @@ import asyncio
 import logging
 import time
 
+from tidings.engine import metrics
 from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
+from tidings.engine.internal_queues import EMAIL_QUEUE, backlog
 from tidings.engine.queues import QueueService
 from tidings.errors import StoreUnavailable
 
@@ -30,6 +32,8 @@ class Sweeper:
             now = time.monotonic()
             try:
                 expired = await self.bridge.run(self.queues.sweep, self.job_memory_s)
+                metrics.EMAIL_WAITING.set(await self.bridge.run(backlog, self.queues,
+                                                                EMAIL_QUEUE))
                 moved = await self.bridge.run(self.queues.advance_move_tasks, now - last)
                 backoff.reset()
             except StoreUnavailable as exc:

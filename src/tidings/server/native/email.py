@@ -14,12 +14,14 @@ since link scanners and prefetchers follow every GET in a message.
 from __future__ import annotations
 
 import html
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
 
+from tidings.clock import to_ms
 from tidings.email.templates import RenderingError
 from tidings.errors import NotFoundError, ValidationError
 from tidings.server.errors import native_error_body
@@ -110,6 +112,35 @@ async def send(request: Request, ctx: Ctx) -> dict[str, Any]:
         raise ValidationError("body", "must be a valid JSON document") from None
     delivery = await ctx.bridge.run(ctx.t.email.send, doc)
     return {"id": delivery.id, "message_id": delivery.message_id, "state": delivery.state.value}
+
+
+class ResendIn(BaseModel):
+    message_id: str | None = None
+    recipient: str | None = None
+    campaign: str | None = None
+    state: str | None = Field(None, description="FAILED or RENDERING_FAILURE (default both)")
+    since: datetime | None = Field(None, description="Accepted at or after (RFC 3339)")
+    until: datetime | None = Field(None, description="Accepted before (RFC 3339)")
+
+
+@router.post("/resend")
+async def resend(body: ResendIn, ctx: Ctx) -> dict[str, Any]:
+    """Put failed deliveries matching every given filter back in line, once each."""
+    since = to_ms(body.since, "since") if body.since else None
+    until = to_ms(body.until, "until") if body.until else None
+    outcome = await ctx.bridge.run(lambda: ctx.t.email.resend(
+        message_id=body.message_id, recipient=body.recipient, campaign=body.campaign,
+        state=body.state, since=since, until=until))
+    return {"resent": outcome.resent,
+            "skipped": [{"id": i, "reason": why} for i, why in outcome.skipped]}
+
+
+@router.get("/status")
+async def email_status(ctx: Ctx) -> dict[str, Any]:
+    """Email waiting to be sent (accepted, not yet taken by a node with an SMTP relay,
+    or being retried), and whether this node has a relay."""
+    waiting = await ctx.bridge.run(ctx.t.email.waiting)
+    return {"waiting": waiting, "relay": bool(ctx.t.settings.smtp_url)}
 
 
 @router.get("/deliveries")

@@ -17,6 +17,7 @@ from tidings.server.native.deps import Ctx, errors
 from tidings.server.native.models import (
     BatchOut,
     DeleteBatchIn,
+    PeekOut,
     ReceiveOut,
     SendBatchIn,
     SendBatchOut,
@@ -25,7 +26,13 @@ from tidings.server.native.models import (
     VisibilityBatchIn,
     VisibilityIn,
 )
-from tidings.server.native.views import failure_json, message_json, parse_attributes, send_json
+from tidings.server.native.views import (
+    failure_json,
+    message_json,
+    parse_attributes,
+    peeked_json,
+    send_json,
+)
 
 router = APIRouter(prefix="/v1/queues/{name}", tags=["messages"])
 
@@ -79,6 +86,19 @@ async def send_batch(name: str, body: SendBatchIn, ctx: Ctx) -> dict[str, Any]:
         name, messages, max_delay_s=NATIVE_MAX_DELAY_S)
     return {"successful": [send_json(r) for r in results],
             "failed": [failure_json(f) for f in [*early, *failures]]}
+
+
+@router.get("/peek", response_model=PeekOut, responses=errors(400, 404))
+async def peek_messages(
+    name: str, ctx: Ctx,
+    limit: Annotated[int, Query(description="Up to this many (1-1000).")] = 10,
+    next_token: Annotated[str | None, Query(description="From the previous page.")] = None,
+) -> dict[str, Any]:
+    """Read messages in the order a receive would take them, without receiving them: no
+    visibility change, no receive counted (for inspecting a dead-letter queue)."""
+    views, token = await ctx.bridge.run(
+        lambda: ctx.t.queues.peek(name, limit=limit, next_token=next_token))
+    return {"messages": [peeked_json(v) for v in views], "next_token": token}
 
 
 @router.get("/messages", response_model=ReceiveOut, responses=errors(400, 404))

@@ -181,10 +181,30 @@ class MessageOut(BaseModel):
         description="SQS's system attributes: ApproximateReceiveCount, SentTimestamp, …")
     receive_count: int
     last_error: str | None = Field(description="The last failure a consumer recorded.")
+    dead_letter_source: str | None = Field(
+        None, description="In a dead-letter queue: the ARN of the queue it came from.")
 
 
 class ReceiveOut(BaseModel):
     messages: list[MessageOut]
+
+
+class PeekedOut(BaseModel):
+    message_id: str
+    state: str = Field(description="delayed, visible or in_flight, now")
+    body: str
+    receive_count: int
+    sent_at: str
+    visible_at: str
+    group_id: str | None
+    last_error: str | None = Field(description="The last failure a consumer recorded.")
+    dead_letter_source: str | None = Field(
+        description="In a dead-letter queue: the ARN of the queue it came from.")
+
+
+class PeekOut(BaseModel):
+    messages: list[PeekedOut]
+    next_token: str | None
 
 
 class DeleteEntryIn(_In):

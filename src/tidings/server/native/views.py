@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tidings.clock import iso
-from tidings.engine.queues import BatchFailure
+from tidings.engine.queues import BatchFailure, MessageView
 from tidings.errors import ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.messages import ReceivedMessage, SendResult
@@ -87,7 +87,16 @@ def message_json(m: ReceivedMessage) -> dict[str, Any]:
         "system_attributes": m.system_attributes(),
         "receive_count": m.receive_count,
         "last_error": m.last_error,
+        "dead_letter_source": m.dead_letter_source,
     }
+
+
+def peeked_json(v: MessageView) -> dict[str, Any]:
+    m = v.message
+    return {"message_id": m.message_id, "state": v.state.value, "body": m.body,
+            "receive_count": m.receive_count, "sent_at": iso(m.sent_at),
+            "visible_at": iso(m.visible_at), "group_id": m.group_id,
+            "last_error": m.last_error, "dead_letter_source": v.dead_letter_source}
 
 
 def failure_json(f: BatchFailure) -> dict[str, Any]:
