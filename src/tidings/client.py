@@ -40,7 +40,8 @@ class Tidings:
             arn_prefix=f"arn:aws:sqs:{self.settings.region}:{self.settings.account_id}")
         self.schedules = ScheduleService(
             self.store, self.clock, self.notifier,
-            arn_prefix=f"arn:aws:scheduler:{self.settings.region}:{self.settings.account_id}")
+            arn_prefix=f"arn:aws:scheduler:{self.settings.region}:{self.settings.account_id}",
+            queue_lookup=self.queues.get_queue_cached)
         self.email = EmailService(self.store, self.clock, self.queues, self.settings)
         self.campaigns = CampaignService(self.store, self.clock, self.notifier, self.schedules,
                                          email_rate_per_s=self.settings.smtp_max_rate)

@@ -7,7 +7,7 @@ time instead of sleeping.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from tidings.errors import ValidationError
@@ -40,15 +40,20 @@ class FrozenClock:
         self._now = ms
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def to_ms(value: datetime, field: str = "datetime") -> int:
     """Convert an aware datetime to epoch ms; naive datetimes are ambiguous, so rejected."""
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError(field, "must be timezone-aware (naive datetimes are ambiguous)")
-    return int(value.timestamp() * 1000)
+    # Exact integer arithmetic: timestamp() is a float and can land a millisecond short.
+    delta = value - _EPOCH
+    return delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
 
 
 def from_ms(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+    return _EPOCH + timedelta(milliseconds=ms)
 
 
 def iso(ms: int) -> str:

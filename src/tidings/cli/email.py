@@ -12,11 +12,11 @@ import typer
 
 from tidings.cli.output import (
     DEFAULT_DB,
-    EXIT_USAGE,
     DbOption,
     JsonOption,
     emit_json,
     fail,
+    instant_option,
     line,
     table,
     tidings,
@@ -193,8 +193,8 @@ def resend(
     template). Bounced addresses are suppressed: they are not resent."""
     with tidings(db) as t:
         outcome = t.email.resend(message_id=message_id, recipient=to, campaign=campaign,
-                                 state=state, since=_instant("since", since),
-                                 until=_instant("until", until))
+                                 state=state, since=_ms(instant_option("since", since)),
+                                 until=_ms(instant_option("until", until)))
     doc = {"resent": outcome.resent,
            "skipped": [{"id": i, "reason": why} for i, why in outcome.skipped]}
     if as_json:
@@ -205,13 +205,8 @@ def resend(
         line(f"skipped {delivery_id}: {why}")
 
 
-def _instant(name: str, text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return to_ms(datetime.fromisoformat(text.replace("Z", "+00:00")), name)
-    except ValueError:
-        raise fail(f"--{name}: {text!r} is not an ISO 8601 instant", EXIT_USAGE) from None
+def _ms(when: datetime | None) -> int | None:
+    return None if when is None else to_ms(when)
 
 
 @app.command("log")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -42,6 +43,20 @@ def fail(message: str, code: int) -> typer.Exit:
     # markup=False: messages quote user input, which may contain [brackets]
     stderr.print(f"error: {message}", markup=False, highlight=False)
     return typer.Exit(code)
+
+
+def instant_option(name: str, text: str | None) -> datetime | None:
+    """An ISO 8601 instant given on the command line (`2026-12-01T09:00:03.250Z`); one
+    without an offset is ambiguous, so refused with exit code 2."""
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise fail(f"--{name}: {text!r} is not an ISO 8601 instant", EXIT_USAGE) from None
+    if when.utcoffset() is None:
+        raise fail(f"--{name}: {text!r} needs a UTC offset (e.g. Z or +01:00)", EXIT_USAGE)
+    return when
 
 
 def exit_code(exc: TidingsError) -> int:

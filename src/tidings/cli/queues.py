@@ -14,6 +14,7 @@ from tidings.cli.output import (
     JsonOption,
     all_pages,
     emit_json,
+    instant_option,
     line,
     table,
     tidings,
@@ -168,6 +169,9 @@ def send(
                                         show_default=False)],
     delay: Annotated[int | None, typer.Option(
         help="Seconds before it can be received (up to the queue's retention).")] = None,
+    deliver_at: Annotated[str | None, typer.Option(
+        metavar="ISO", help="Receivable from this instant, to the millisecond (e.g. "
+        "2026-12-01T09:00:03.250Z); instead of --delay.")] = None,
     group_id: Annotated[str | None, typer.Option(help="Message group (FIFO).")] = None,
     dedup_id: Annotated[str | None, typer.Option(help="Deduplication id (FIFO).")] = None,
     attr: Annotated[list[str] | None, typer.Option(
@@ -177,12 +181,13 @@ def send(
 ) -> None:
     """Send one message."""
     text = sys.stdin.read() if body == "-" else body
+    at = instant_option("deliver-at", deliver_at)
     with tidings(db) as t:
         attributes = {k: MessageAttributeValue("String", v)
                       for k, v in _pairs(attr, "--attr").items()}
         result = t.queues.send(name, text, delay_s=delay, attributes=attributes,
                                group_id=group_id, deduplication_id=dedup_id,
-                               max_delay_s=MAX_RETENTION_S)
+                               max_delay_s=MAX_RETENTION_S, deliver_at=at)
     doc = send_json(result)
     if as_json:
         emit_json(doc)

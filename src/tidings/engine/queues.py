@@ -12,9 +12,10 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from tidings.clock import Clock
+from tidings.clock import Clock, to_ms
 from tidings.engine.redrive import Redrive
 from tidings.errors import (
     BatchError,
@@ -225,8 +226,15 @@ class QueueService(Redrive):
     def send(self, queue: str, body: str, *, delay_s: int | None = None,
              attributes: Mapping[str, MessageAttributeValue] | None = None,
              group_id: str | None = None, deduplication_id: str | None = None,
-             max_delay_s: int | None = None) -> SendResult:
-        msg = OutgoingMessage(body, delay_s, attributes or {}, group_id, deduplication_id)
+             max_delay_s: int | None = None, deliver_at: datetime | None = None,
+             ) -> SendResult:
+        """Send one message; `deliver_at` (an aware datetime, to the millisecond) makes it
+        receivable from that instant, up to the queue's retention period ahead."""
+        at_ms = None if deliver_at is None else to_ms(deliver_at, "deliver_at")
+        if at_ms is not None and max_delay_s is None:
+            max_delay_s = MAX_RETENTION_S
+        msg = OutgoingMessage(body, delay_s, attributes or {}, group_id, deduplication_id,
+                              deliver_at=at_ms)
         results, failures = self.send_batch(queue, [msg], max_delay_s=max_delay_s, _single=True)
         return results[0]
 

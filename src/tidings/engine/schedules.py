@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -33,7 +33,7 @@ from tidings.errors import (
     TidingsError,
     ValidationError,
 )
-from tidings.model.queues import check_range, validate_tags
+from tidings.model.queues import QueueRecord, check_range, validate_tags
 from tidings.model.schedules import (
     DEFAULT_GROUP,
     Schedule,
@@ -115,11 +115,15 @@ Placed = tuple[int, ScheduleSpec] | CreateResult
 
 class ScheduleService:
     def __init__(self, store: Store, clock: Clock, notifier: Notifier, *,
-                 arn_prefix: str = "arn:aws:scheduler:us-east-1:000000000000") -> None:
+                 arn_prefix: str = "arn:aws:scheduler:us-east-1:000000000000",
+                 queue_lookup: Callable[[str], QueueRecord] | None = None) -> None:
         self.store = store
         self.clock = clock
         self.notifier = notifier
         self.arn_prefix = arn_prefix
+        # How a queue target is checked: the queue service's short-lived record cache
+        # spares a read per schedule created one call at a time.
+        self.queue_lookup = queue_lookup or store.get_queue
 
     def schedule_arn(self, group: str, name: str) -> str:
         return f"{self.arn_prefix}:schedule/{group}/{name}"
@@ -173,7 +177,7 @@ class ScheduleService:
             check_email_target(self.store, target, known_templates)
         if target.kind is TargetKind.QUEUE:
             try:
-                queue = self.store.get_queue(target.destination)
+                queue = self.queue_lookup(target.destination)
             except QueueNotFound:
                 raise ValidationError("Target.Arn",
                                       f"queue {target.destination!r} does not exist") from None
@@ -205,13 +209,18 @@ class ScheduleService:
         now = self.clock.now_ms()
         self._check_target(spec)
         row = self._row(spec, now, now)
-        if not self.store.insert_schedules([row], now)[0]:
-            existing = self.store.get_schedule(spec.group, spec.name)
+        made = self.store.create_schedule(row, now)
+        if made is None:
+            self.store.get_group(spec.group)  # GroupNotFound, or the name is taken:
+            try:
+                existing = self.store.get_schedule(spec.group, spec.name)
+            except ScheduleNotFound:  # taken, then deleted (a one-shot that fired)
+                raise ConflictError(f"Schedule {spec.name} already exists.") from None
             if spec.client_token and existing.spec.client_token == spec.client_token:
                 return existing  # the same request retried: idempotent
             raise ConflictError(f"Schedule {spec.name} already exists.")
         self._wake(row.due_at)
-        return self.store.get_schedule(spec.group, spec.name)
+        return made
 
     def create_many(self, specs: Iterable[ScheduleSpec], *, chunk: int = 5000,
                     ) -> Iterator[CreateResult]:

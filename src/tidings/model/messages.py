@@ -44,6 +44,7 @@ class OutgoingMessage:
     group_id: str | None = None
     deduplication_id: str | None = None
     entry_id: str | None = None  # the caller's id within a batch
+    deliver_at: int | None = None  # epoch ms: receivable from then on (native faces only)
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,17 @@ def prepare(
     delay_s = default_delay_s if msg.delay_s is None else msg.delay_s
     if isinstance(delay_s, bool) or not isinstance(delay_s, int) or not 0 <= delay_s <= max_delay_s:
         raise ValidationError("DelaySeconds", f"must be from 0 to {max_delay_s} seconds")
+    visible_at = now + delay_s * 1000
+    if msg.deliver_at is not None:
+        if msg.delay_s is not None:
+            raise ValidationError("deliver_at", "give either a delay or an instant, not both")
+        if fifo:
+            raise ValidationError("deliver_at",
+                                  "per-message delay is not allowed on a FIFO queue")
+        if msg.deliver_at > now + max_delay_s * 1000:
+            raise ValidationError("deliver_at", f"must be at most {max_delay_s} seconds from "
+                                  "now (the queue's limit)")
+        visible_at = max(msg.deliver_at, now)
     group_id, dedup_id = msg.group_id, msg.deduplication_id
     if fifo:
         if msg.delay_s not in (None, 0) and msg.delay_s != default_delay_s:
@@ -200,7 +212,7 @@ def prepare(
         md5_body=md5_of_body(msg.body),
         attributes=attrs,
         md5_attributes=md5_of_attributes(attrs) if attrs else None,
-        visible_at=now + delay_s * 1000,
+        visible_at=visible_at,
         sent_at=now,
         expires_at=now + retention_s * 1000,
         group_id=group_id,

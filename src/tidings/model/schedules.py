@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from tidings.clock import from_ms, to_ms
 from tidings.errors import ValidationError
 from tidings.model.queues import check_range
 from tidings.model.states import ScheduleState as ScheduleState  # re-exported
@@ -125,6 +127,11 @@ class ScheduleSpec:
     client_token: str | None = None
     kms_key_arn: str | None = None
 
+    @classmethod
+    def once(cls, name: str, when: datetime, target: Target, **fields: Any) -> ScheduleSpec:
+        """A one-time schedule due at `when` (an aware datetime, milliseconds honoured)."""
+        return cls(name, at_expression(when), target, timezone="UTC", **fields)
+
     def validated(self) -> ScheduleSpec:
         check_name("Name", self.name)
         check_name("GroupName", self.group)
@@ -152,6 +159,14 @@ class ScheduleSpec:
         except ValueError:
             raise ValidationError("ActionAfterCompletion", "must be NONE or DELETE") from None
         return replace(self, state=state, action_after_completion=action)
+
+
+def at_expression(when: datetime, field_name: str = "at") -> str:
+    """`at(…)` for an aware datetime, in UTC, to the millisecond (read it with timezone
+    "UTC"); a naive datetime is ambiguous, so refused."""
+    ms = to_ms(when, field_name)
+    text = from_ms(ms).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"at({text}.{ms % 1000:03d})" if ms % 1000 else f"at({text})"
 
 
 @dataclass(frozen=True)

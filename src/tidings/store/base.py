@@ -279,6 +279,13 @@ class ScheduleStore(Protocol):
         """Insert many schedules in one transaction; False where (group, name) exists."""
         ...
 
+    def create_schedule(self, row: NewSchedule, now: int) -> Schedule | None:
+        """Insert one schedule and return it as stored, in one statement; None when its
+        group does not exist or the name is taken (the caller tells which). Returning the
+        row (instead of reading it back) also serves a one-shot due now, which a
+        dispatcher may fire and delete a moment later."""
+        ...
+
     def insert_schedule_rows(self, rows: Sequence[ScheduleRow],
                              campaign: str | None = None) -> int:
         """The fastest bulk path, for rows valid by construction (fan-out); existing

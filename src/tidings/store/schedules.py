@@ -95,6 +95,17 @@ class SqlSchedules(SqlBase):
                 self.driver.notify(conn, SCHEDULES_CHANNEL)
         return inserted
 
+    def create_schedule(self, row: NewSchedule, now: int) -> Schedule | None:
+        (staged,) = schedule_rows([row], now)
+        with self.driver.auto() as conn:
+            made = conn.execute(self.q["create_schedule"], (*staged, staged.group)).fetchone()
+            if made is not None and row.due_at is not None:
+                self.driver.notify(conn, SCHEDULES_CHANNEL)
+        if made is None:
+            return None
+        return Schedule(spec=row.spec, id=made[0], next_fire_at=row.next_fire_at,
+                        due_at=row.due_at, last_fired_at=None, created_at=now, modified_at=now)
+
     def insert_schedule_rows(self, rows: Sequence[ScheduleRow],
                              campaign: str | None = None) -> int:
         if not rows:

@@ -1,4 +1,6 @@
-"""One-time schedules: `at(yyyy-mm-ddThh:mm:ss)`.
+"""One-time schedules: `at(yyyy-mm-ddThh:mm:ss)`, and `at(yyyy-mm-ddThh:mm:ss.fff)` on
+tidings' own faces (Python, native HTTP, CLI), where a job may be due at 12:00:03.250.
+The AWS Scheduler API keeps AWS's whole seconds (it refuses a fraction before parsing).
 
 Rules followed:
 - The date-time is a wall-clock time in the schedule's time zone (AWS evaluates a one-time
@@ -18,7 +20,8 @@ from datetime import datetime, tzinfo
 
 from tidings.triggers.base import invalid, offset_seconds, wall_to_ms
 
-_AT = re.compile(r"at\(([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})\)")
+_AT = re.compile(r"at\(([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})"
+                 r"(?:\.([0-9]{1,3}))?\)")
 
 
 class AtTrigger:
@@ -42,12 +45,14 @@ class AtTrigger:
 def parse_at(expression: str, zone: tzinfo) -> AtTrigger:
     m = _AT.fullmatch(expression)
     if m is None:
-        raise invalid(expression, "a one-time schedule must be at(yyyy-mm-ddThh:mm:ss)")
-    year, month, day, hour, minute, second = (int(g) for g in m.groups())
+        raise invalid(expression, "a one-time schedule must be at(yyyy-mm-ddThh:mm:ss), "
+                      "with at most milliseconds after the seconds")
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    millis = int((m.group(7) or "0").ljust(3, "0"))
     try:
         local = datetime(year, month, day, hour, minute, second, tzinfo=zone)
     except ValueError:
         raise invalid(expression, "the date and time do not exist in the calendar") from None
     # fold=0 gives the earlier instant in an overlap and the gap-shifted one in a gap.
     off = offset_seconds(local.utcoffset())
-    return AtTrigger(wall_to_ms(year, month, day, hour, minute, second, off))
+    return AtTrigger(wall_to_ms(year, month, day, hour, minute, second, off) + millis)

@@ -179,11 +179,15 @@ class Shapes:
             raise ValidationError("KmsKeyArn", "must be a KMS key or alias ARN")
         target = _obj(doc, "Target", "Target", required=True)
         assert target is not None
+        expression = _str(doc, "ScheduleExpression", "ScheduleExpression", required=True) or ""
+        if expression.startswith("at(") and "." in expression:
+            # tidings' own faces take milliseconds; the AWS API keeps AWS's syntax
+            raise ValidationError("ScheduleExpression",
+                                  "a one-time schedule is at(yyyy-mm-ddThh:mm:ss)")
         return ScheduleSpec(
             name=name,
             group=_str(doc, "GroupName", "GroupName") or DEFAULT_GROUP,
-            expression=_str(doc, "ScheduleExpression", "ScheduleExpression", required=True)
-            or "",
+            expression=expression,
             timezone=_str(doc, "ScheduleExpressionTimezone", "ScheduleExpressionTimezone")
             or "UTC",
             start_ms=_epoch_ms(doc, "StartDate"),

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response, status
 from pydantic import JsonValue
 
+from tidings.clock import to_ms
 from tidings.engine.coalesce import coalescer
 from tidings.engine.queues import BatchFailure
 from tidings.errors import ValidationError
@@ -52,7 +53,9 @@ def _body_text(body: JsonValue) -> str:
 def _outgoing(msg: SendIn, entry_id: str | None = None) -> OutgoingMessage:
     return OutgoingMessage(_body_text(msg.body), msg.delay_seconds,
                            parse_attributes({k: v.model_dump() for k, v in msg.attributes.items()}),
-                           msg.group_id, msg.deduplication_id, entry_id)
+                           msg.group_id, msg.deduplication_id, entry_id,
+                           None if msg.deliver_at is None else to_ms(msg.deliver_at,
+                                                                     "deliver_at"))
 
 
 @router.post("/messages", status_code=status.HTTP_201_CREATED, response_model=SendOut,

@@ -7,6 +7,7 @@ interface; the ranges are repeated here in descriptions, for the documentation.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
@@ -124,6 +125,9 @@ class SendIn(_In):
     delay_seconds: int | None = Field(
         default=None, description="Seconds before the message can be received; up to the queue's "
         "retention period (SQS allows 900). Default: the queue's delay.")
+    deliver_at: datetime | None = Field(
+        default=None, description="RFC 3339 instant with its offset (fractions of a second "
+        "honoured) from which the message can be received; instead of delay_seconds.")
     attributes: dict[str, MessageAttributeModel] = Field(
         default_factory=dict, description="Up to 10 message attributes.")
     group_id: str | None = Field(default=None, description="Required on FIFO queues.")

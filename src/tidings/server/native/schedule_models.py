@@ -8,12 +8,14 @@ for the documentation.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from pydantic.config import JsonDict
 
-from tidings.model.schedules import DEFAULT_GROUP, ScheduleSpec, Target
+from tidings.errors import ValidationError
+from tidings.model.schedules import DEFAULT_GROUP, ScheduleSpec, Target, at_expression
 from tidings.server.native.schedule_views import make_spec, make_target
 
 _DATE_TIME: JsonDict = {"format": "date-time"}
@@ -94,8 +96,12 @@ class ScheduleFieldsIn(_In):
     """Every setting of a schedule. An update is a full replace: omitted fields take their
     defaults, as in EventBridge Scheduler's UpdateSchedule."""
 
-    expression: str = Field(description="at(yyyy-mm-ddThh:mm:ss), rate(value unit) or "
-                            "cron(minutes hours day-of-month month day-of-week year).")
+    expression: str | None = Field(
+        default=None, description="at(yyyy-mm-ddThh:mm:ss[.fff]), rate(value unit) or "
+        "cron(minutes hours day-of-month month day-of-week year); or give `at`.")
+    at: datetime | None = Field(
+        default=None, description="Instead of an expression: a one-time schedule due at this "
+        "RFC 3339 instant (with its offset; fractions of a second honoured).")
     timezone: str = Field(default="UTC", description="IANA zone the expression is read in.")
     start: str | None = Field(
         default=None, json_schema_extra=_DATE_TIME,
@@ -113,8 +119,13 @@ class ScheduleFieldsIn(_In):
     target: TargetModel
 
     def to_spec(self, name: str, group: str, client_token: str | None = None) -> ScheduleSpec:
+        if (self.at is None) == (self.expression is None):
+            raise ValidationError("expression", "give an expression or `at`, not both")
+        expression, timezone = self.expression or "", self.timezone
+        if self.at is not None:
+            expression, timezone = at_expression(self.at, "at"), "UTC"
         return make_spec(
-            name, group, self.expression, self.target.to_target(), timezone=self.timezone,
+            name, group, expression, self.target.to_target(), timezone=timezone,
             start=self.start, end=self.end, state=self.state,
             flexible_window_minutes=self.flexible_window_minutes,
             action_after_completion=self.action_after_completion,

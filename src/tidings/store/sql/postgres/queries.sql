@@ -421,6 +421,17 @@ SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
 ON CONFLICT (group_name, name) DO NOTHING
 RETURNING group_name, name;
 
+-- name: create_schedule
+-- One create in one statement (ScheduleRow's columns, then the group again): only into an
+-- existing group, nothing when the name is taken; its id comes back.
+INSERT INTO schedules (group_name, name, state, expression, timezone, start_at, end_at,
+                       flex_minutes, target, action_after_completion, description, client_token,
+                       next_fire_at, due_at, created_at, modified_at)
+SELECT %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s
+WHERE EXISTS (SELECT 1 FROM schedule_groups WHERE name = %s)
+ON CONFLICT (group_name, name) DO NOTHING
+RETURNING id;
+
 -- name: schedule_by_name
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
