@@ -281,3 +281,15 @@ def test_a_pause_overtaking_a_resume_leaves_nothing_enabled(store: Store) -> Non
     with pytest.raises(ConflictError):
         store.enable_campaign_schedules("autumn", [(n, NOW) for n, _, _ in rest], NOW)
     assert store.schedule_state_counts("autumn") == {"DISABLED": 30}
+
+
+def test_two_receipts_of_one_message_in_one_batch_are_told_apart(store: Store) -> None:
+    probe = Probe(store, MessageState.IN_FLIGHT, 0)
+    old, q = probe.receipt, probe.queue.id
+    later = ReceiveParams(q, 1, VT, NOW + VT + 1, 888, False)
+    [again] = store.receive_messages(later).messages
+    new = Receipt(q, again.row_id, again.lease_token)
+    assert store.change_visibility(q, [VisibilityChange(new, NOW + VT + 9_000),
+                                       VisibilityChange(old, NOW + VT + 9_000)],
+                                   NOW + VT + 2) == [True, False]
+    assert store.delete_messages(q, [old, new]) == [False, True]

@@ -82,9 +82,9 @@ class Driver(Protocol):
         ...
 
     def delete_receipts(self, queue_id: int, receipts: Sequence[tuple[int, int]],
-                        ) -> set[int]:
+                        ) -> set[tuple[int, int]]:
         """Delete by (row id, lease token) and adjust the count, committed; returns the
-        ids that went."""
+        receipts that deleted their message (two receipts of one message differ)."""
         ...
 
     def insert_schedule_rows(self, conn: Conn, rows: Sequence[Row]) -> int:

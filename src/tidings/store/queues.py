@@ -175,14 +175,14 @@ class SqlQueues(SqlBase):
     def delete_messages(self, queue_id: int, receipts: Sequence[Receipt]) -> list[bool]:
         gone = self.driver.delete_receipts(queue_id,
                                            [(r.row_id, r.lease_token) for r in receipts])
-        return [r.row_id in gone for r in receipts]
+        return [(r.row_id, r.lease_token) in gone for r in receipts]
 
     def change_visibility(self, queue_id: int, changes: Sequence[VisibilityChange],
                           now: int) -> list[bool]:
         with self.driver.tx() as conn:
             done = self.driver.run_each(conn, "change_visibility", [
-                (c.receipt.row_id, c.visible_at, c.error, queue_id, c.receipt.lease_token, now)
-                for c in changes])
+                (c.receipt.row_id, c.receipt.lease_token, c.visible_at, c.error, queue_id, now)
+                for c in changes], key=2)
             if any(ok and c.visible_at <= now for ok, c in zip(done, changes, strict=True)):
                 self.driver.notify(conn, queue_channel(queue_id))
         return done
@@ -190,7 +190,7 @@ class SqlQueues(SqlBase):
     def complete_jobs(self, queue_id: int, acks: Sequence[JobAck], now: int) -> list[bool]:
         with self.driver.tx() as conn:
             done = self.driver.run_each(conn, "delete_message", [
-                (a.receipt.row_id, queue_id, a.receipt.lease_token) for a in acks])
+                (a.receipt.row_id, a.receipt.lease_token, queue_id) for a in acks], key=2)
             # Each handler ran to success, whether or not its lease still held: the key is
             # done, so a copy someone else received meanwhile is acknowledged unrun.
             self.driver.run_each(conn, "finish_job", [(a.job_id, queue_id, now) for a in acks])
@@ -225,8 +225,9 @@ class SqlQueues(SqlBase):
                         now: int) -> list[bool]:
         with self.driver.tx() as conn:
             moved = self.driver.run_each(conn, "reject_message", [
-                (r.receipt.row_id, queue_id, r.receipt.lease_token, r.error,
-                 dead_letter_queue_id, now, dead_letter_retention_ms) for r in rejections])
+                (r.receipt.row_id, r.receipt.lease_token, queue_id, r.error,
+                 dead_letter_queue_id, now, dead_letter_retention_ms) for r in rejections],
+                key=2)
             if any(moved):
                 self._add_count(conn, queue_id, -sum(moved))
                 self._add_count(conn, dead_letter_queue_id, sum(moved))

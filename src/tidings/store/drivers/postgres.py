@@ -125,9 +125,9 @@ class PostgresDriver:
                          (queue_id, *columns, queue_id, self.count_shard(), channel))
 
     def delete_receipts(self, queue_id: int, receipts: Sequence[tuple[int, int]],
-                        ) -> set[int]:
+                        ) -> set[tuple[int, int]]:
         with self.auto() as conn:
-            return {r[0] for r in conn.execute(self.queries["delete_messages"], (
+            return {(r[0], r[1]) for r in conn.execute(self.queries["delete_messages"], (
                 [r[0] for r in receipts], [r[1] for r in receipts], queue_id, queue_id,
                 self.count_shard())).fetchall()}
 

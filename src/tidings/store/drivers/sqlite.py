@@ -124,11 +124,11 @@ class SQLiteDriver:
             conn.execute(self.queries["add_count"], (queue_id, 0, len(rows)))
 
     def delete_receipts(self, queue_id: int, receipts: Sequence[tuple[int, int]],
-                        ) -> set[int]:
+                        ) -> set[tuple[int, int]]:
         with self.tx() as conn:
             done = self.run_each(conn, "delete_message",
-                                 [(row_id, queue_id, token) for row_id, token in receipts])
-            gone = {r[0] for r, ok in zip(receipts, done, strict=True) if ok}
+                                 [(row_id, token, queue_id) for row_id, token in receipts], key=2)
+            gone = {r for r, ok in zip(receipts, done, strict=True) if ok}
             if gone:
                 conn.execute(self.queries["add_count"], (queue_id, 0, -len(gone)))
         return gone

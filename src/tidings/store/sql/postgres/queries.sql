@@ -211,23 +211,24 @@ SET queue_id = %s, source_queue_id = queue_id, visible_at = %s, lease_token = NU
 WHERE id = ANY(%s);
 
 -- name: reject_message
--- (id, queue, lease token, error, DLQ, now, DLQ retention)[]: a poison message goes to the
+-- (id, lease token, queue, error, DLQ, now, DLQ retention)[]: a poison message goes to the
 -- DLQ at once, guarded by its receipt's lease like a delete.
 UPDATE messages AS m
 SET queue_id = r.dlq, source_queue_id = m.queue_id, visible_at = r.now, lease_token = NULL,
     receive_count = 0, first_received_at = NULL,
     expires_at = GREATEST(m.sent_at + r.retention, m.sent_at), last_error = r.error
 FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[],
-            %s::bigint[]) AS r(id, queue_id, token, error, dlq, now, retention)
+            %s::bigint[]) AS r(id, token, queue_id, error, dlq, now, retention)
 WHERE m.id = r.id AND m.queue_id = r.queue_id AND m.lease_token = r.token
-RETURNING m.id;
+RETURNING m.id, r.token;
 
 -- name: delete_message
--- (id, queue, lease token)[]: a stale receipt's token no longer matches.
+-- (id, lease token, queue)[]: a stale receipt's token no longer matches. A receipt is
+-- keyed by (id, lease token): two receipts of one message differ.
 DELETE FROM messages AS m
-USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS r(id, queue_id, token)
+USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS r(id, token, queue_id)
 WHERE m.id = r.id AND m.queue_id = r.queue_id AND m.lease_token = r.token
-RETURNING m.id;
+RETURNING m.id, r.token;
 
 -- name: delete_messages
 -- The delete of a batch of receipts and its count in one statement (committing on its
@@ -236,22 +237,22 @@ WITH gone AS (
     DELETE FROM messages AS m
     USING unnest(%b::bigint[], %b::bigint[]) AS r(id, token)
     WHERE m.id = r.id AND m.queue_id = %b AND m.lease_token = r.token
-    RETURNING m.id
+    RETURNING m.id, r.token
 ), counted AS (
     INSERT INTO queue_counts (queue_id, shard, n)
     SELECT %b, %b, -COUNT(*) FROM gone HAVING COUNT(*) > 0
     ON CONFLICT (queue_id, shard) DO UPDATE SET n = queue_counts.n + excluded.n
 )
-SELECT id FROM gone;
+SELECT id, token FROM gone;
 
 -- name: change_visibility
--- (id, visible at, error, queue, lease token, now)[]: only while in flight on this lease.
+-- (id, lease token, visible at, error, queue, now)[]: only while in flight on this lease.
 UPDATE messages AS m SET visible_at = c.visible_at, last_error = COALESCE(c.error, m.last_error)
-FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[], %s::bigint[])
-     AS c(id, visible_at, error, queue_id, token, now)
+FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[])
+     AS c(id, token, visible_at, error, queue_id, now)
 WHERE m.id = c.id AND m.queue_id = c.queue_id AND m.lease_token = c.token
   AND m.visible_at > c.now
-RETURNING m.id;
+RETURNING m.id, c.token;
 
 -- name: finish_job
 -- (job key, queue, done at)[]: the handlers ran to success.

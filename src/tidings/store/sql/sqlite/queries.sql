@@ -177,23 +177,23 @@ SET queue_id = ?, source_queue_id = queue_id, visible_at = ?, lease_token = NULL
 WHERE id IN (SELECT value FROM json_each(?));
 
 -- name: reject_message
--- (id, queue, lease token, error, DLQ, now, DLQ retention): a poison message goes to the
+-- (id, lease token, queue, error, DLQ, now, DLQ retention): a poison message goes to the
 -- DLQ at once, guarded by its receipt's lease like a delete.
 UPDATE messages
 SET queue_id = ?5, source_queue_id = queue_id, visible_at = ?6, lease_token = NULL,
     receive_count = 0, first_received_at = NULL, expires_at = MAX(sent_at + ?7, sent_at),
     last_error = ?4
-WHERE id = ?1 AND queue_id = ?2 AND lease_token = ?3;
+WHERE id = ?1 AND queue_id = ?3 AND lease_token = ?2;
 
 -- name: delete_message
--- (id, queue, lease token): a stale receipt's token no longer matches, so it deletes
--- nothing.
-DELETE FROM messages WHERE id = ?1 AND queue_id = ?2 AND lease_token = ?3;
+-- (id, lease token, queue): a stale receipt's token no longer matches, so it deletes
+-- nothing. A receipt is keyed by (id, lease token): two receipts of one message differ.
+DELETE FROM messages WHERE id = ?1 AND queue_id = ?3 AND lease_token = ?2;
 
 -- name: change_visibility
--- (id, visible at, error, queue, lease token, now): only while in flight on this lease.
-UPDATE messages SET visible_at = ?2, last_error = COALESCE(?3, last_error)
-WHERE id = ?1 AND queue_id = ?4 AND lease_token = ?5 AND visible_at > ?6;
+-- (id, lease token, visible at, error, queue, now): only while in flight on this lease.
+UPDATE messages SET visible_at = ?3, last_error = COALESCE(?4, last_error)
+WHERE id = ?1 AND queue_id = ?5 AND lease_token = ?2 AND visible_at > ?6;
 
 -- name: finish_job
 -- (job key, queue, done at): the handler ran to success.
