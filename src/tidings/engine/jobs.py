@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tidings.engine.queues import QueueService
 from tidings.errors import QueueNotFound
+from tidings.model.messages import StoredMessage
 from tidings.model.queues import QueueRecord
 from tidings.model.receipts import Receipt
 from tidings.store.base import (
@@ -22,7 +23,6 @@ from tidings.store.base import (
     JobLease,
     Rejection,
     Reservation,
-    StoredMessage,
     VisibilityChange,
 )
 
@@ -58,7 +58,7 @@ class Jobs:
     def receive(self, record: QueueRecord, max_messages: int) -> list[Held]:
         """Up to `max_messages` (any number up to MAX_BATCH) in one transaction."""
         got = self.queues._lease(record, min(max_messages, MAX_BATCH), None)
-        return [Held(m, Receipt(record.id, m.row_id, m.lease_token)) for m in got]
+        return [Held(m, m.receipt(record.id)) for m in got]
 
     def lease_until(self, record: QueueRecord) -> int:
         return self.clock.now_ms() + record.attributes.visibility_timeout_s * 1000

@@ -29,9 +29,9 @@ from tidings.model.digests import MessageAttributeValue, md5_of_attributes
 from tidings.model.messages import (
     NewMessage,
     OutgoingMessage,
-    PeekedMessage,
     ReceivedMessage,
     SendResult,
+    StoredMessage,
     decode_attributes,
     prepare,
     validate_batch_ids,
@@ -55,7 +55,6 @@ from tidings.notify.base import Notifier, queue_channel
 from tidings.store.base import (
     ReceiveParams,
     Store,
-    StoredMessage,
     VisibilityChange,
 )
 
@@ -81,7 +80,7 @@ class BatchFailure:
 class MessageView:
     """A peeked message with its state now and, in a DLQ, the ARN of where it came from."""
 
-    message: PeekedMessage
+    message: StoredMessage
     state: MessageState
     dead_letter_source: str | None
 
@@ -214,7 +213,7 @@ class QueueService(Redrive):
         rows = self.store.peek_messages(record.id, after, limit + 1)
         now = self.clock.now_ms()
         views = [MessageView(
-            p, message_state(visible_at=p.visible_at, leased=p.leased, now=now),
+            p, message_state(visible_at=p.visible_at, leased=p.lease_token is not None, now=now),
             None if p.source_queue_id is None else self._source_arn(p.source_queue_id))
             for p in rows[:limit]]
         more = len(rows) > limit
@@ -370,6 +369,7 @@ class QueueService(Redrive):
         return None if name is None else self.queue_arn(name)
 
     def _received(self, record: QueueRecord, m: StoredMessage) -> ReceivedMessage:
+        assert m.lease_token is not None and m.first_received_at is not None  # just leased
         source = None if m.source_queue_id is None else self._source_arn(m.source_queue_id)
         attributes, md5_attributes = decode_attributes(m.attributes_json), m.md5_attributes
         if m.last_error:

@@ -15,6 +15,7 @@ from tidings.model.digests import (
     md5_of_body,
     validate_attributes,
 )
+from tidings.model.receipts import Receipt
 
 # SQS accepts only these characters in a body (XML 1.0 characters):
 # https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html
@@ -76,21 +77,32 @@ class SendResult:
 
 
 @dataclass(frozen=True)
-class PeekedMessage:
-    """A message as a peek shows it: read, not received (no lease, no receive counted)."""
+class StoredMessage:
+    """A message row as the store hands it out: leased by a receive (before the engine
+    signs its receipt), or read by a peek (which leases nothing)."""
 
     row_id: int
+    lease_token: int | None  # None: never received
     message_id: str
     body: str
+    md5_body: str
     attributes_json: str | None
-    sent_at: int
-    visible_at: int
-    leased: bool  # received at least once and its last lease not yet replaced
+    md5_attributes: str | None
     receive_count: int
     first_received_at: int | None
+    sent_at: int
+    visible_at: int
     group_id: str | None
-    source_queue_id: int | None
+    deduplication_id: str | None
+    sequence_number: int | None
+    source_queue_id: int | None  # in a DLQ: the queue it came from
     last_error: str | None
+    scheduled_at: int | None  # the occurrence, when a schedule fired it
+
+    def receipt(self, queue_id: int) -> Receipt:
+        """What proves a receive's hold on it (only a leased message has one)."""
+        assert self.lease_token is not None, "a peeked message was never leased"
+        return Receipt(queue_id, self.row_id, self.lease_token)
 
 
 @dataclass(frozen=True)

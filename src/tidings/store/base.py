@@ -24,35 +24,13 @@ from typing import Protocol
 
 from tidings.model.campaigns import CampaignRecord, Step
 from tidings.model.email import Delivery, StoredTemplate, Suppression, SuppressionReason
-from tidings.model.messages import NewMessage, PeekedMessage
+from tidings.model.messages import NewMessage, StoredMessage
 from tidings.model.queues import MoveTask, QueueAttributes, QueueCounts, QueueRecord
 from tidings.model.receipts import Receipt
 from tidings.model.schedules import Schedule, ScheduleGroup, ScheduleRow, ScheduleSpec
 from tidings.model.states import CampaignStatus, DeliveryState, MoveTaskStatus
 
 # queues ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StoredMessage:
-    """A message row as a receive hands it out (before the engine signs the receipt)."""
-
-    row_id: int
-    lease_token: int
-    message_id: str
-    body: str
-    md5_body: str
-    attributes_json: str | None
-    md5_attributes: str | None
-    receive_count: int
-    first_received_at: int
-    sent_at: int
-    group_id: str | None
-    deduplication_id: str | None
-    sequence_number: int | None
-    source_queue_id: int | None
-    last_error: str | None
-    scheduled_at: int | None
 
 
 @dataclass(frozen=True)
@@ -194,7 +172,7 @@ class QueueStore(Protocol):
         ...
 
     def peek_messages(self, queue_id: int, after: tuple[int, int] | None,
-                      limit: int) -> list[PeekedMessage]:
+                      limit: int) -> list[StoredMessage]:
         """Messages in the order a receive would take them (visible_at, then row id),
         keyset-paged after (visible_at, row id); reading changes nothing."""
         ...

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 
 from tidings.errors import ConflictError, QueueNotFound
-from tidings.model.messages import NewMessage, PeekedMessage
+from tidings.model.messages import NewMessage, StoredMessage
 from tidings.model.queues import MoveTask, QueueAttributes, QueueCounts, QueueRecord
 from tidings.model.receipts import Receipt
 from tidings.model.states import MOVE_TASKS, JobKeyState, MoveTaskStatus
@@ -24,7 +24,6 @@ from tidings.store.base import (
     ReceiveParams,
     Rejection,
     Reservation,
-    StoredMessage,
     StoredSend,
     VisibilityChange,
 )
@@ -235,9 +234,9 @@ class SqlQueues(SqlBase):
         return moved
 
     def peek_messages(self, queue_id: int, after: tuple[int, int] | None,
-                      limit: int) -> list[PeekedMessage]:
+                      limit: int) -> list[StoredMessage]:
         after_visible, after_id = after or (-(2**62), 0)
-        return [rows.peeked_message(r) for r in self._all("peek_messages", {
+        return [rows.stored_message(r, False) for r in self._all("peek_messages", {
             "queue": queue_id, "after_visible": after_visible, "after_id": after_id,
             "limit": limit})]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from tidings.model.campaigns import CampaignRecord, Step
 from tidings.model.email import Delivery, StoredTemplate, Suppression, SuppressionReason
-from tidings.model.messages import PeekedMessage
+from tidings.model.messages import StoredMessage
 from tidings.model.queues import MoveTask, QueueAttributes, QueueRecord
 from tidings.model.schedules import (
     ActionAfterCompletion,
@@ -20,7 +20,6 @@ from tidings.model.schedules import (
     Target,
 )
 from tidings.model.states import CampaignStatus, DeliveryState, MoveTaskStatus, ScheduleState
-from tidings.store.base import StoredMessage
 
 Row = Sequence[Any]
 
@@ -33,23 +32,15 @@ def queue_record(row: Row) -> QueueRecord:
 
 def stored_message(row: Row, fifo: bool) -> StoredMessage:
     (row_id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
-     receive_count, first_received_at, sent_at, group_id, deduplication_id,
+     receive_count, first_received_at, sent_at, visible_at, group_id, deduplication_id,
      source_queue_id, last_error, scheduled_at) = row
     return StoredMessage(
         row_id=row_id, lease_token=lease_token, message_id=message_id, body=body,
         md5_body=md5_body, attributes_json=attributes, md5_attributes=md5_attributes,
         receive_count=receive_count, first_received_at=first_received_at, sent_at=sent_at,
-        group_id=group_id, deduplication_id=deduplication_id,
+        visible_at=visible_at, group_id=group_id, deduplication_id=deduplication_id,
         sequence_number=row_id if fifo else None,  # the row id doubles as FIFO sequence
         source_queue_id=source_queue_id, last_error=last_error, scheduled_at=scheduled_at)
-
-
-def peeked_message(row: Row) -> PeekedMessage:
-    (row_id, message_id, body, attributes, sent_at, visible_at, leased, receive_count,
-     first_received_at, group_id, source_queue_id, last_error) = row
-    return PeekedMessage(row_id, message_id, body, attributes, sent_at, visible_at,
-                         bool(leased), receive_count, first_received_at, group_id,
-                         source_queue_id, last_error)
 
 
 def move_task(row: Row) -> MoveTask:

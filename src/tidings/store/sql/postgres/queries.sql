@@ -169,7 +169,7 @@ WHERE id IN (SELECT id FROM messages
              ORDER BY visible_at LIMIT %b
              FOR UPDATE SKIP LOCKED)
 RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
-          receive_count, first_received_at, sent_at, group_id, deduplication_id,
+          receive_count, first_received_at, sent_at, visible_at, group_id, deduplication_id,
           source_queue_id, last_error, scheduled_at;
 
 -- name: receive_candidates
@@ -199,7 +199,7 @@ SET visible_at = %s, lease_token = %s, receive_count = receive_count + 1,
     first_received_at = COALESCE(first_received_at, %s)
 WHERE id = ANY(%s) AND visible_at <= %s
 RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
-          receive_count, first_received_at, sent_at, group_id, deduplication_id,
+          receive_count, first_received_at, sent_at, visible_at, group_id, deduplication_id,
           source_queue_id, last_error, scheduled_at;
 
 -- name: dead_letter_messages
@@ -297,9 +297,10 @@ WHERE k.queue_id = j.queue_id AND k.job_key = j.job_key AND k.state = 'running'
 RETURNING k.job_key;
 
 -- name: peek_messages
--- In receive order (messages_ready), keyset-paged; lease_token is whether it was leased.
-SELECT id, message_id, body, attributes, sent_at, visible_at, lease_token IS NOT NULL,
-       receive_count, first_received_at, group_id, source_queue_id, last_error
+-- In receive order (messages_ready), keyset-paged; the columns a receive returns.
+SELECT id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
+       receive_count, first_received_at, sent_at, visible_at, group_id, deduplication_id,
+       source_queue_id, last_error, scheduled_at
 FROM messages
 WHERE queue_id = %(queue)s AND (visible_at, id) > (%(after_visible)s, %(after_id)s)
 ORDER BY visible_at, id LIMIT %(limit)s;

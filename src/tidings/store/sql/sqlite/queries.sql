@@ -138,7 +138,7 @@ WHERE id IN (SELECT id FROM messages
              WHERE queue_id = ? AND visible_at <= ? AND expires_at > ?
              ORDER BY visible_at LIMIT ?)
 RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
-          receive_count, first_received_at, sent_at, group_id, deduplication_id,
+          receive_count, first_received_at, sent_at, visible_at, group_id, deduplication_id,
           source_queue_id, last_error, scheduled_at;
 
 -- name: receive_candidates
@@ -165,7 +165,7 @@ SET visible_at = ?, lease_token = ?, receive_count = receive_count + 1,
     first_received_at = COALESCE(first_received_at, ?)
 WHERE id IN (SELECT value FROM json_each(?)) AND visible_at <= ?
 RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
-          receive_count, first_received_at, sent_at, group_id, deduplication_id,
+          receive_count, first_received_at, sent_at, visible_at, group_id, deduplication_id,
           source_queue_id, last_error, scheduled_at;
 
 -- name: dead_letter_messages
@@ -224,9 +224,10 @@ DELETE FROM job_keys
 WHERE queue_id = ?2 AND job_key = ?1 AND state = 'running' AND lease_token = ?3;
 
 -- name: peek_messages
--- In receive order (messages_ready), keyset-paged; lease_token is whether it was leased.
-SELECT id, message_id, body, attributes, sent_at, visible_at, lease_token IS NOT NULL,
-       receive_count, first_received_at, group_id, source_queue_id, last_error
+-- In receive order (messages_ready), keyset-paged; the columns a receive returns.
+SELECT id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
+       receive_count, first_received_at, sent_at, visible_at, group_id, deduplication_id,
+       source_queue_id, last_error, scheduled_at
 FROM messages
 WHERE queue_id = :queue AND (visible_at, id) > (:after_visible, :after_id)
 ORDER BY visible_at, id LIMIT :limit;
