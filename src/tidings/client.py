@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 from typing import Any
 
@@ -29,9 +28,10 @@ class Tidings:
                  notifier: Notifier | None = None, settings: Settings | None = None) -> None:
         self.settings = settings or Settings.from_env(db=url)
         self.clock: Clock = clock or SystemClock()
-        self.store: Store = open_store(self.settings.db, now=self.clock.now_ms())
+        self.store: Store = open_store(self.settings.db, now=self.clock.now_ms(),
+                                       sqlite_synchronous=self.settings.sqlite_synchronous)
         self.notifier: Notifier = notifier or self._default_notifier()
-        secret = os.environ.get("TIDINGS_SECRET")
+        secret = self.settings.secret
         key = secret.encode() if secret else self.store.get_or_create_secret(
             "receipt-secret", secrets.token_bytes(32))
         self.signer = ReceiptSigner(key)
@@ -47,9 +47,8 @@ class Tidings:
                                          email_rate_per_s=self.settings.smtp_max_rate)
 
     def webhook_secret(self) -> bytes:
-        env = os.environ.get("TIDINGS_WEBHOOK_SECRET")
-        if env:
-            return env.encode()
+        if self.settings.webhook_secret:
+            return self.settings.webhook_secret.encode()
         return self.store.get_or_create_secret("webhook-secret", secrets.token_bytes(32))
 
     def _default_notifier(self) -> Notifier:

@@ -1,63 +1,188 @@
-"""One frozen `Settings`, read from `TIDINGS_*` variables; CLI flags override them."""
+"""One frozen `Settings`: every `TIDINGS_*` variable, validated once; CLI flags override them.
+
+Nothing else in tidings reads the environment. A module that needs a setting is handed
+it, so a test can build any configuration without touching `os.environ`, and a misspelt
+value stops the process at start-up naming the variable, instead of quietly becoming a
+default somewhere deep inside.
+"""
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass, fields, replace
+import re
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from types import MappingProxyType
 from typing import Any
 
 from tidings.errors import ValidationError
 from tidings.store import DEFAULT_URL
 
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's names
+SQLITE_SYNCHRONOUS = ("NORMAL", "FULL", "EXTRA")
+_BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _setting(default: Any, help: str, *, low: float | None = None,
+             high: float | None = None, above: float | None = None,
+             choices: tuple[str, ...] = (), secret: bool = False) -> Any:
+    """A field with its `--help` line and its rule: `low`/`high` inclusive bounds, `above`
+    an exclusive lower bound, `choices` a closed set. Secrets stay out of `repr`, which
+    ends up in logs and tracebacks."""
+    meta = {"help": help, "low": low, "high": high, "above": above, "choices": choices}
+    if isinstance(default, Mapping):
+        frozen = MappingProxyType(dict(default))
+        return field(default_factory=lambda: frozen, repr=not secret, metadata=meta)
+    return field(default=default, repr=not secret, metadata=meta)
+
 
 @dataclass(frozen=True)
 class Settings:
-    db: str = DEFAULT_URL
-    host: str = "127.0.0.1"
-    port: int = 9324
-    app: str | None = None  # "module:attribute" of a tidings.App
-    concurrency: int = 8
-    shutdown_grace_s: float = 30.0
-    sweep_interval_s: float = 5.0
-    job_memory_s: int = 14 * 24 * 3600  # how long a finished job id is remembered
-    region: str = "us-east-1"
-    account_id: str = "000000000000"
-    public_url: str | None = None  # how clients reach this node, for queue URLs
+    db: str = _setting(DEFAULT_URL, "Database: sqlite:///path.db or postgresql://…",
+                       secret=True)
+    host: str = _setting("127.0.0.1", "Interface the HTTP API listens on (loopback only "
+                         "by default).")
+    port: int = _setting(9324, "TCP port of the HTTP API.", low=0, high=65535)
+    app: str | None = _setting(None, "Your tidings.App as module:attribute, to run its "
+                               "consumers.")
+    concurrency: int = _setting(8, "Messages handled at once by consumers.", low=1)
+    shutdown_grace_s: float = _setting(30.0, "Seconds running jobs get to finish on SIGTERM.",
+                                       low=0)
+    sweep_interval_s: float = _setting(5.0, "Seconds between maintenance sweeps.", above=0)
+    job_memory_s: int = _setting(14 * 24 * 3600, "Seconds a finished job id is remembered "
+                                 "(a job runs to success at most once within it).", low=0)
+    region: str = _setting("us-east-1", "AWS region shown in queue URLs and ARNs.")
+    account_id: str = _setting("000000000000", "AWS account id shown in queue URLs and ARNs.")
+    public_url: str | None = _setting(None, "How clients reach this node, for queue URLs and "
+                                      "unsubscribe links.")
     # AWS-API credentials: TIDINGS_AWS_KEYS="AKID:SECRET,AKID2:SECRET2" and/or a file of
     # `AKID SECRET` lines or a JSON object {"AKID": "SECRET"}. None of either: no SigV4 check.
-    aws_keys: str | None = None
-    aws_keys_file: str | None = None
-    log_level: str = "info"
+    aws_keys: str | None = _setting(None, "AWS API credentials, AKID:SECRET pairs separated "
+                                    "by commas; none: signatures are not checked.", secret=True)
+    aws_keys_file: str | None = _setting(None, "File of AWS API credentials: AKID SECRET lines "
+                                         "or a JSON object.")
+    log_level: str = _setting("info", "Log level.", choices=LOG_LEVELS)
     # Email: the relay (smtp://user:pass@host:587 or smtps://…); None = email deliveries
     # fail with a clear, non-retryable error. Rate in messages/s (0 = no limit) and the
     # cap on simultaneous SMTP sessions, both per relay. Unsubscribe links use public_url.
-    smtp_url: str | None = None
-    smtp_max_rate: float = 0.0
-    smtp_max_connections: int = 4
-    dkim_key_file: str | None = None  # PEM private key; with dkim_selector and dkim_domain
-    dkim_selector: str | None = None
-    dkim_domain: str | None = None
+    smtp_url: str | None = _setting(None, "Relay for email, smtp://user:pass@host:587 or "
+                                    "smtps://….", secret=True)
+    smtp_max_rate: float = _setting(0.0, "Emails per second through the relay (0: no limit).",
+                                    low=0)
+    smtp_max_connections: int = _setting(4, "Simultaneous SMTP sessions with the relay.", low=1)
+    dkim_key_file: str | None = _setting(None, "PEM private key to DKIM-sign email with.")
+    dkim_selector: str | None = _setting(None, "DKIM selector (with the key file).")
+    dkim_domain: str | None = _setting(None, "DKIM signing domain (with the key file).")
+    secret: str | None = _setting(None, "Receipt-handle signing key (default: a random key "
+                                  "kept in the database).", secret=True)
+    webhook_secret: str | None = _setting(None, "Webhook HMAC signing key (default: a random "
+                                          "key kept in the database).", secret=True)
+    lambda_webhooks: Mapping[str, str] = _setting(
+        {}, 'Lambda function names delivered as HTTP webhooks: {"name": "https://…"}.')
+    sqlite_synchronous: str = _setting("NORMAL", "SQLite durability: NORMAL survives a kill "
+                                       "-9, FULL a power loss too.", choices=SQLITE_SYNCHRONOUS)
+    smtp_sink_dir: str = _setting("smtp-sink", "Where `tidings smtp-sink` keeps messages.")
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            checked = _check(f.name, f.metadata, value)
+            if checked is not value:
+                object.__setattr__(self, f.name, checked)
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
-        env = dict(os.environ) if env is None else env
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from `TIDINGS_*` variables; `overrides` that are not None (CLI flags)
+        beat them, and the defaults fill the rest."""
+        env = os.environ if env is None else env
         values: dict[str, Any] = {}
         for f in fields(cls):
-            raw = env.get(f"TIDINGS_{f.name.upper()}")
-            if raw is None:
-                continue
-            values[f.name] = _convert(f.name, f.type, raw)
+            raw = env.get(variable(f.name))
+            if raw is not None:
+                values[f.name] = _convert(f.name, str(f.type), raw)
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return replace(cls(), **values)
+        return cls(**values)
+
+    @classmethod
+    def described(cls) -> list[tuple[str, str]]:
+        """(variable, help with its default) for every setting, for `--help`."""
+        out = []
+        for f in fields(cls):
+            default = f.default if f.default_factory is MISSING else f.default_factory()
+            shown = "" if default in (None, "", {}) else f" Default: {_shown(default)}."
+            out.append((variable(f.name), f"{f.metadata['help']}{shown}"))
+        return out
 
 
-def _convert(name: str, type_name: Any, raw: str) -> Any:
-    kind = str(type_name)
-    try:
-        if kind.startswith("int"):
+def variable(name: str) -> str:
+    return f"TIDINGS_{name.upper()}"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _convert(name: str, kind: str, raw: str) -> Any:
+    """The environment's text as the field's type; an empty optional value means unset."""
+    var = variable(name)
+    if kind.endswith("| None") and not raw.strip():
+        return None
+    if kind.startswith("int"):
+        try:
             return int(raw)
-        if kind.startswith("float"):
+        except ValueError:
+            raise ValidationError(var, f"must be an integer, got {raw!r}") from None
+    if kind.startswith("float"):
+        try:
             return float(raw)
-    except ValueError:
-        raise ValidationError(f"TIDINGS_{name.upper()}", f"must be a number, got {raw!r}") from None
+        except ValueError:
+            raise ValidationError(var, f"must be a number, got {raw!r}") from None
+    if kind.startswith("bool"):
+        try:
+            return _BOOLEANS[raw.strip().lower()]
+        except KeyError:
+            raise ValidationError(var, "must be one of true, false, 1, 0, yes, no") from None
+    if kind.startswith("Mapping"):
+        if not raw.strip():
+            return {}
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            raise ValidationError(var, "must be a JSON object "
+                                  '{"function name": "https://..."}') from None
     return raw
+
+
+def _check(name: str, meta: Mapping[str, Any], value: Any) -> Any:
+    """Apply the field's rule; returns the value, normalised (case, immutability)."""
+    var = variable(name)
+    choices: tuple[str, ...] = meta.get("choices", ())
+    if choices:
+        # Case-insensitive, as SQLite's pragmas and Python's log levels are.
+        known = {c.lower(): c for c in choices}.get(str(value).lower())
+        if known is None:
+            raise ValidationError(var, f"must be one of {', '.join(choices)}, got {value!r}")
+        return known
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        low, high, above = meta.get("low"), meta.get("high"), meta.get("above")
+        if low is not None and high is not None and not low <= value <= high:
+            raise ValidationError(var, f"must be from {_shown(low)} to {_shown(high)}, "
+                                  f"got {_shown(value)}")
+        if low is not None and high is None and value < low:
+            raise ValidationError(var, f"must be {_shown(low)} or more, got {_shown(value)}")
+        if above is not None and value <= above:
+            raise ValidationError(var, f"must be more than {_shown(above)}, got {_shown(value)}")
+    if name == "lambda_webhooks":
+        return _webhooks(var, value)
+    return value
+
+
+def _webhooks(var: str, doc: Any) -> Mapping[str, str]:
+    if not isinstance(doc, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) and re.match(r"^https?://", v)
+            for k, v in doc.items()):
+        raise ValidationError(var, "must map function names to http:// or https:// URLs")
+    return doc if isinstance(doc, MappingProxyType) else MappingProxyType(dict(doc))

@@ -433,8 +433,7 @@ def test_lambda_webhooks_setting_sends_lambda_targets_over_http(db_url: str,
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
     with running_server(receiver) as hook_base:
-        monkeypatch.setenv("TIDINGS_LAMBDA_WEBHOOKS", json.dumps({"notify": f"{hook_base}/hook"}))
-        for node in serve(db_url):
+        for node in serve(db_url, lambda_webhooks={"notify": f"{hook_base}/hook"}):
             scheduler = node.client("scheduler")
             arn = f"arn:aws:lambda:eu-west-1:{ACCOUNT}:function:notify"
             expression, _when = at_in(0)

@@ -15,6 +15,7 @@ from tidings.cli.output import (
     DbOption,
     JsonOption,
     emit_json,
+    errors_handled,
     fail,
     instant_option,
     line,
@@ -26,6 +27,7 @@ from tidings.email.templates import RenderingError, parse_template_data
 from tidings.errors import ValidationError
 from tidings.model.email import EmailMessage
 from tidings.server.native.email_views import delivery_json, suppression_json, template_json
+from tidings.settings import Settings
 
 app = typer.Typer(help="Email templates, sending, the delivery log and suppression.",
                   no_args_is_help=True)
@@ -275,8 +277,14 @@ def suppress_list(
 
 # smtp-sink ---------------------------------------------------------------------------------------
 
-SinkDir = Annotated[Path, typer.Option("--dir", metavar="DIR", envvar="TIDINGS_SMTP_SINK_DIR",
-                                       help="Where messages are stored.")]
+SinkDir = Annotated[Path | None, typer.Option(
+    "--dir", metavar="DIR", show_default=False,
+    help="Where messages are stored (env TIDINGS_SMTP_SINK_DIR; default smtp-sink).")]
+
+
+def _sink_dir(flag: Path | None) -> Path:
+    with errors_handled():
+        return flag if flag is not None else Path(Settings.from_env().smtp_sink_dir)
 sink_app = typer.Typer(help="A local SMTP server (loopback) that stores every message: "
                        "`tidings smtp-sink --port 1025`, then `tidings smtp-sink list`.",
                        invoke_without_command=True)
@@ -286,7 +294,7 @@ sink_app = typer.Typer(help="A local SMTP server (loopback) that stores every me
 def smtp_sink(
     ctx: typer.Context,
     port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port on 127.0.0.1.")] = 1025,
-    directory: SinkDir = Path("smtp-sink"),
+    directory: SinkDir = None,
 ) -> None:
     """Run the sink until Ctrl-C (or run `list`)."""
     if ctx.invoked_subcommand is not None:
@@ -294,17 +302,17 @@ def smtp_sink(
     from tidings.email.sink import run_sink
 
     try:
-        run_sink(directory, port)
+        run_sink(_sink_dir(directory), port)
     except OSError as exc:
         raise fail(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}", 1) from None
 
 
 @sink_app.command("list")
-def smtp_sink_list(directory: SinkDir = Path("smtp-sink"), as_json: JsonOption = False) -> None:
+def smtp_sink_list(directory: SinkDir = None, as_json: JsonOption = False) -> None:
     """Messages the sink received, oldest first."""
     from tidings.email.sink import list_messages
 
-    entries = list_messages(directory)
+    entries = list_messages(_sink_dir(directory))
     if as_json:
         print(json.dumps(entries, indent=2, ensure_ascii=False))
         return

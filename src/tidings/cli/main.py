@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from tidings.cli import campaigns, email, queues, schedules
 from tidings.cli.output import errors_handled
@@ -43,7 +44,17 @@ SmtpUrlFlag = Annotated[str | None, typer.Option(
     help="Relay for email, smtp://user:pass@host:587 or smtps://… (env TIDINGS_SMTP_URL).")]
 
 
-@app.command()
+def _settings_epilog() -> str:
+    """Every setting with its variable, so `--help` shows those that have no flag too."""
+    lines = [f"[bold]{var}[/bold]  {escape(text)}" for var, text in Settings.described()]
+    return "Settings (environment variables; a flag beats its variable):\n\n" + \
+        "\n".join(lines)
+
+
+SETTINGS_EPILOG = _settings_epilog()
+
+
+@app.command(epilog=SETTINGS_EPILOG)
 def serve(
     db: DbFlag = None,
     host: Annotated[str | None, typer.Option(
@@ -64,7 +75,7 @@ def serve(
         run_server(settings)
 
 
-@app.command()
+@app.command(epilog=SETTINGS_EPILOG)
 def worker(
     app_spec: AppFlag = None,
     db: DbFlag = None,

@@ -21,19 +21,22 @@ from rich.text import Text
 
 from tidings.client import Tidings
 from tidings.errors import BatchError, TidingsError, ValidationError
+from tidings.settings import Settings
 from tidings.store import DEFAULT_URL
 
 T = TypeVar("T")
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
-DbOption = Annotated[str, typer.Option(
-    "--db", envvar="TIDINGS_DB", metavar="URL",
-    help="Database: sqlite:///path.db or postgresql://… (env TIDINGS_DB).")]
+# The default (None) lets `Settings` read TIDINGS_DB, like every other variable.
+DbOption = Annotated[str | None, typer.Option(
+    "--db", metavar="URL", show_default=False,
+    help="Database: sqlite:///path.db or postgresql://… "
+    f"(env TIDINGS_DB; default {DEFAULT_URL}).")]
 JsonOption = Annotated[bool, typer.Option(
     "--json", help="Print one JSON document on stdout instead of tables.")]
 
-DEFAULT_DB = DEFAULT_URL
+DEFAULT_DB: str | None = None  # the flag's default: TIDINGS_DB, else DEFAULT_URL
 
 stdout = Console(soft_wrap=False, highlight=False)
 stderr = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -64,11 +67,11 @@ def exit_code(exc: TidingsError) -> int:
 
 
 @contextmanager
-def tidings(db: str) -> Iterator[Tidings]:
+def tidings(db: str | None) -> Iterator[Tidings]:
     """Open the database for one command; a tidings error becomes a message and an exit
-    code instead of a traceback."""
+    code instead of a traceback. `db` None: the settings' (TIDINGS_DB or the default)."""
     try:
-        with Tidings(db) as t:
+        with Tidings(settings=Settings.from_env(db=db)) as t:
             yield t
     except TidingsError as exc:
         raise fail(exc.message, exit_code(exc)) from None

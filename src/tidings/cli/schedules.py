@@ -168,7 +168,7 @@ def update(
         _target(queue, webhook, function, input_, group_id, max_retries, max_event_age, dlq)))
 
 
-def _save(db: str, as_json: bool, how: str, make: Callable[[], ScheduleSpec]) -> None:
+def _save(db: str | None, as_json: bool, how: str, make: Callable[[], ScheduleSpec]) -> None:
     """Create or (fully) replace, then print the schedule as stored. The spec is built
     inside `tidings()`, which turns bad input into exit code 2 with the field named."""
     with tidings(db) as t:
@@ -199,7 +199,7 @@ def delete(name: Name, group: GroupOpt = DEFAULT_GROUP, db: DbOption = DEFAULT_D
         line(f"deleted schedule {group}/{name}")
 
 
-def _set_state(name: str, group: str, state: ScheduleState, db: str, as_json: bool) -> None:
+def _set_state(name: str, group: str, state: ScheduleState, db: str | None, as_json: bool) -> None:
     with tidings(db) as t:
         doc = schedule_json(t.schedules.set_state(name, state, group),
                             t.schedules.schedule_arn(group, name))

@@ -35,7 +35,6 @@ from tidings.server.aws.scheduler_shapes import (
     Shapes,
     group_from_arn,
     group_out,
-    lambda_webhooks,
     parse_body,
     tags_in,
     tags_out,
@@ -69,13 +68,11 @@ def _aws_error(exc: TidingsError) -> SchedulerError:
 class SchedulerApi:
     """The Scheduler operations over one `Tidings`."""
 
-    def __init__(self, t: Tidings, bridge: Bridge,
-                 webhooks: dict[str, str] | None = None) -> None:
+    def __init__(self, t: Tidings, bridge: Bridge) -> None:
         s = t.settings
         self.bridge = bridge
         self.schedules = t.schedules
-        self.shapes = Shapes(Naming(s.region, s.account_id, s.public_url),
-                             lambda_webhooks() if webhooks is None else webhooks)
+        self.shapes = Shapes(Naming(s.region, s.account_id, s.public_url), s.lambda_webhooks)
         self.auth = Authenticator(load_keys(s), t.clock, service="scheduler")
 
     def routes(self) -> list[Route]:
@@ -213,9 +210,7 @@ def _max_results(raw: str | None) -> int:
 
 
 
-def scheduler_routes(t: Tidings, bridge: Bridge,
-                     webhooks: dict[str, str] | None = None) -> list[Route]:
+def scheduler_routes(t: Tidings, bridge: Bridge) -> list[Route]:
     """The Scheduler API's routes. Mount them before the SQS routes, whose
-    `POST /{account}/{queue}` would otherwise take `POST /schedules/{Name}`.
-    `webhooks` overrides `TIDINGS_LAMBDA_WEBHOOKS` (Lambda function name -> URL)."""
-    return SchedulerApi(t, bridge, webhooks).routes()
+    `POST /{account}/{queue}` would otherwise take `POST /schedules/{Name}`."""
+    return SchedulerApi(t, bridge).routes()

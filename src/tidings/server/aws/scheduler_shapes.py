@@ -25,7 +25,6 @@ What a request gave is what GetSchedule returns: the original ARN and Input are 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,7 +46,6 @@ from tidings.server.aws.arns import Naming, name_from_arn, name_from_url
 
 UNIVERSAL_SQS_SEND = "arn:aws:scheduler:::aws-sdk:sqs:sendMessage"
 UNIVERSAL_SES_SEND = "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
-LAMBDA_WEBHOOKS_ENV = "TIDINGS_LAMBDA_WEBHOOKS"
 
 #: Where the original universal-target Input is kept, since `Target.input` holds the body.
 _AWS_INPUT_OPTION = "aws_input"
@@ -60,24 +58,6 @@ _LAMBDA_ARN_RE = re.compile(
 _FOREIGN_PARAMETERS = ("EcsParameters", "EventBridgeParameters",
                        "EventBridgePutEventsV2Parameters", "EventBridgePutRawEventsParameters",
                        "KinesisParameters", "SageMakerPipelineParameters")
-
-
-def lambda_webhooks(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """`TIDINGS_LAMBDA_WEBHOOKS`: which Lambda function names are HTTP webhooks here."""
-    raw = (os.environ if env is None else env).get(LAMBDA_WEBHOOKS_ENV, "").strip()
-    if not raw:
-        return {}
-    try:
-        doc: Any = json.loads(raw)
-    except json.JSONDecodeError:
-        raise ValidationError(LAMBDA_WEBHOOKS_ENV, "must be a JSON object "
-                              '{"function name": "https://..."}') from None
-    if not isinstance(doc, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) and re.match(r"^https?://", v)
-            for k, v in doc.items()):
-        raise ValidationError(LAMBDA_WEBHOOKS_ENV,
-                              "must map function names to http:// or https:// URLs")
-    return dict(doc)
 
 
 # typed reads of a JSON document -------------------------------------------------------------
