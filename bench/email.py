@@ -34,13 +34,13 @@ import time  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
 
 from tidings.client import Tidings  # noqa: E402
-from tidings.engine.runtime import Node  # noqa: E402
 from tidings.model.schedules import (  # noqa: E402
     ActionAfterCompletion,
     ScheduleSpec,
     Target,
     TargetKind,
 )
+from tidings.node import Node  # noqa: E402
 from tidings.settings import Settings  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("_common", os.path.join(HERE, "_common.py"))

@@ -46,6 +46,16 @@ class Tidings:
         self.campaigns = CampaignService(self.store, self.clock, self.notifier, self.schedules,
                                          email_rate_per_s=self.settings.smtp_max_rate)
 
+    @property
+    def database_url(self) -> str:
+        """The database in use, for display: what `open_store` made of the setting."""
+        return self.store.url
+
+    @property
+    def max_concurrency(self) -> int:
+        """How many store calls may usefully run at once (1 on SQLite: one writer)."""
+        return max(self.store.max_concurrency, 1)
+
     def webhook_secret(self) -> bytes:
         if self.settings.webhook_secret:
             return self.settings.webhook_secret.encode()

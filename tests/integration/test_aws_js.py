@@ -17,8 +17,7 @@ import pytest
 from serving import running_server
 
 from tidings.client import Tidings
-from tidings.engine.runtime import Node
-from tidings.server.app import create_app
+from tidings.node import Node
 from tidings.settings import Settings
 
 JS = Path(__file__).resolve().parents[1] / "js"
@@ -47,7 +46,7 @@ def endpoint(tmp_path: Path, db_url: str) -> Iterator[str]:
     t = Tidings(settings=config)
     node = Node(t, config)
     try:
-        with running_server(create_app(t, bridge=node.bridge, lifespan=node.lifespan)) as url:
+        with running_server(node.http_app()) as url:
             yield url
     finally:
         node.bridge.close()

@@ -26,8 +26,7 @@ from starlette.routing import Route
 
 from conftest import BACKENDS, module_pg_schema, pg_url
 from tidings.client import Tidings
-from tidings.engine.runtime import Node
-from tidings.server.app import create_app
+from tidings.node import Node
 from tidings.settings import Settings
 
 ACCOUNT = "000000000000"
@@ -53,7 +52,7 @@ def serve(db: str, **settings: Any) -> Iterator[Served]:
     t = Tidings(settings=config)
     node = Node(t, config)
     try:
-        with running_server(create_app(t, bridge=node.bridge, lifespan=node.lifespan)) as url:
+        with running_server(node.http_app()) as url:
             yield Served(t, url)
     finally:
         node.bridge.close()

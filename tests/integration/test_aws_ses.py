@@ -25,9 +25,8 @@ from serving import running_server
 
 from conftest import BACKENDS, module_pg_schema, pg_url
 from tidings.client import Tidings
-from tidings.engine.runtime import Node
 from tidings.model.email import DeliveryState
-from tidings.server.app import create_app
+from tidings.node import Node
 from tidings.settings import Settings
 
 AWS = Path(sys.executable).parent / "aws"
@@ -72,8 +71,7 @@ def serve(db: str, relay: Relay, **settings: Any) -> Iterator[Served]:
         t = Tidings(settings=config)
         node = Node(t, config)
         try:
-            with running_server(create_app(t, bridge=node.bridge,
-                                           lifespan=node.lifespan)) as url:
+            with running_server(node.http_app()) as url:
                 yield Served(t, url, relay)
         finally:
             node.bridge.close()

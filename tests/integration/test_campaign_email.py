@@ -15,8 +15,8 @@ from email_relay import Relay, running_relay
 
 from tidings.client import Tidings
 from tidings.engine.fanout import FanoutOptions
-from tidings.engine.runtime import Node
 from tidings.model.campaigns import Step
+from tidings.node import Node
 from tidings.settings import Settings
 
 pytestmark = pytest.mark.slow

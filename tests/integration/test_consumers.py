@@ -12,9 +12,9 @@ from collections.abc import Callable
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
 from tidings.engine.consumers import App, Job
-from tidings.engine.runtime import Node
 from tidings.model.queues import RedrivePolicy
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
+from tidings.node import Node
 from tidings.settings import Settings
 
 

@@ -13,10 +13,10 @@ from email_relay import Relay, running_relay
 
 from tidings.client import Tidings
 from tidings.engine.internal_queues import EMAIL_QUEUE
-from tidings.engine.runtime import Node
 from tidings.errors import ValidationError
 from tidings.model.email import DeliveryState, SuppressionReason
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
+from tidings.node import Node
 from tidings.settings import Settings
 
 

@@ -20,8 +20,8 @@ from starlette.routing import Route as HttpRoute
 
 from tidings.client import Tidings
 from tidings.engine.consumers import App
-from tidings.engine.runtime import Node
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
+from tidings.node import Node
 from tidings.settings import Settings
 from tidings.targets.base import Route, Suppress
 from tidings.targets.function import FunctionEvent

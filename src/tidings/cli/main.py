@@ -70,7 +70,7 @@ def serve(
     with errors_handled():
         settings = Settings.from_env(db=db, host=host, port=port, app=app_spec,
                                      concurrency=concurrency, smtp_url=smtp_url)
-        from tidings.engine.runtime import serve as run_server  # heavy: only when serving
+        from tidings.node import serve as run_server  # heavy: only when serving
 
         run_server(settings)
 
@@ -86,7 +86,7 @@ def worker(
     with errors_handled():
         settings = Settings.from_env(db=db, app=app_spec, concurrency=concurrency,
                                      smtp_url=smtp_url)
-        from tidings.engine.runtime import work
+        from tidings.node import work
 
         work(settings)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
-from weakref import WeakKeyDictionary
 
 from tidings.engine.bridge import Bridge
 from tidings.engine.queues import BatchFailure, QueueService
@@ -62,7 +61,8 @@ class _Group(Generic[K, T, R]):
 
 
 class Coalescer:
-    """One per server process, beside its bridge."""
+    """One per server process, beside its bridge: the composition root makes it once and
+    hands it to every endpoint that sends or deletes, so their requests share groups."""
 
     def __init__(self, queues: QueueService, bridge: Bridge) -> None:
         self._sends: _Group[tuple[str, int | None], OutgoingMessage, SendResult] = _Group(
@@ -97,14 +97,3 @@ class Coalescer:
 
     async def delete(self, queue: str, receipt_handle: str) -> bool:
         return await self._deletes.submit(queue, receipt_handle)
-
-
-_by_bridge: WeakKeyDictionary[Bridge, Coalescer] = WeakKeyDictionary()
-
-
-def coalescer(queues: QueueService, bridge: Bridge) -> Coalescer:
-    """The coalescer of this bridge (one per server), made on first use."""
-    found = _by_bridge.get(bridge)
-    if found is None:
-        found = _by_bridge[bridge] = Coalescer(queues, bridge)
-    return found

@@ -1,7 +1,7 @@
 """The ASGI application: health, the native API under /v1 and its OpenAPI document.
 
-`tidings serve` (engine/runtime.py) builds it with the node's bridge and lifespan, so the
-engine loops start and stop with the server; tests build it bare.
+`tidings serve` (tidings/node.py) builds it with the node's bridge, group commit and
+lifespan, so the engine loops start and stop with the server; tests build it bare.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
+from tidings.engine.coalesce import Coalescer
 from tidings.engine.metrics import REGISTRY
 from tidings.server.aws import mount_sqs
 from tidings.server.aws.scheduler import scheduler_routes
@@ -42,16 +43,18 @@ def _version() -> str:
         return "0+unknown"
 
 
-def create_app(t: Tidings, *, bridge: Bridge | None = None,
+def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer | None = None,
                lifespan: Lifespan | None = None) -> FastAPI:
     """The HTTP application over `t`.
 
     Without a `bridge`, the app makes one sized by the store's `max_concurrency` and closes
-    it at shutdown; a given bridge belongs to the caller. `lifespan` runs inside the app's
-    own (the runtime passes the node's, which starts the engine loops).
+    it at shutdown; a given bridge belongs to the caller. Without a `coalescer` (the group
+    commit of sends and deletes) the app makes one over its bridge. `lifespan` runs inside
+    the app's own (the node passes its own, which starts the engine loops).
     """
     owned = bridge is None
-    the_bridge = bridge if bridge is not None else Bridge(max(t.store.max_concurrency, 1))
+    the_bridge = bridge if bridge is not None else Bridge(t.max_concurrency)
+    group_commit = coalescer if coalescer is not None else Coalescer(t.queues, the_bridge)
 
     @contextlib.asynccontextmanager
     async def app_lifespan(app: FastAPI) -> AsyncIterator[Any]:
@@ -74,10 +77,10 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None,
         "and the rule it broke.",
         lifespan=app_lifespan,
     )
-    app.state.tidings_context = Context(t, the_bridge)
+    app.state.tidings_context = Context(t, the_bridge, group_commit)
     install_native_handlers(app)
 
-    db = backend_name(t.store.url)
+    db = backend_name(t.database_url)
 
     @app.get("/health", response_model=HealthOut, tags=["health"])
     async def health() -> dict[str, str]:
@@ -102,5 +105,5 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None,
     # and the Scheduler and SES v2 APIs' paths, which therefore come just before it.
     app.router.routes.extend(scheduler_routes(t, the_bridge))
     app.router.routes.extend(ses_routes(t, the_bridge))
-    mount_sqs(app, t, the_bridge)
+    mount_sqs(app, t, the_bridge, group_commit)
     return app

@@ -22,6 +22,7 @@ from starlette.routing import Route
 
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
+from tidings.engine.coalesce import Coalescer
 from tidings.errors import TidingsError
 from tidings.server.aws.arns import Naming
 from tidings.server.aws.auth import Authenticator, load_keys
@@ -68,10 +69,11 @@ class _RequestIds:
 class SqsEndpoint:
     """ASGI app answering both SQS protocols for one `Tidings`."""
 
-    def __init__(self, t: Tidings, bridge: Bridge) -> None:
+    def __init__(self, t: Tidings, bridge: Bridge, coalescer: Coalescer) -> None:
         s = t.settings
         self.t = t
         self.bridge = bridge
+        self.coalescer = coalescer
         self.naming = Naming(s.region, s.account_id, s.public_url)
         self.auth = Authenticator(load_keys(s), t.clock)
         self.request_ids = _RequestIds()
@@ -99,7 +101,7 @@ class SqsEndpoint:
             if handler is None:
                 raise SqsError("InvalidAction", f"The action {action or '(none)'} is not valid "
                                "for this endpoint.")
-            result = await handler(Call(self.t, self.bridge, self.naming,
+            result = await handler(Call(self.t, self.bridge, self.coalescer, self.naming,
                                         self._base(scope)), req)
         except SigV4Error as exc:
             err = SqsError(exc.json_code if is_json else exc.code, exc.message,
@@ -202,11 +204,11 @@ class SqsMiddleware:
         await self.app(scope, receive, send)
 
 
-def mount_sqs(app: FastAPI, t: Tidings, bridge: Bridge) -> None:
+def mount_sqs(app: FastAPI, t: Tidings, bridge: Bridge, coalescer: Coalescer) -> None:
     """Serve SQS on `app`: JSON requests by the middleware, query-protocol form posts to `/`
     and to a queue URL (`POST /{account}/{queue}`) by routes. Call it after every other
     route is added: their two-segment paths (`POST /v1/queues`) must win over the latter."""
-    endpoint = SqsEndpoint(t, bridge)
+    endpoint = SqsEndpoint(t, bridge, coalescer)
     app.add_middleware(SqsMiddleware, endpoint=endpoint)
     app.router.routes.append(Route("/", endpoint, methods=["POST"]))
     app.router.routes.append(Route("/{account_id}/{queue_name}", endpoint, methods=["POST"]))

@@ -14,7 +14,7 @@ from typing import Any
 
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
-from tidings.engine.coalesce import coalescer
+from tidings.engine.coalesce import Coalescer
 from tidings.errors import ValidationError
 from tidings.model.digests import md5_of_attributes
 from tidings.model.messages import OutgoingMessage, ReceivedMessage, validate_batch_ids
@@ -38,6 +38,7 @@ class Call:
 
     t: Tidings
     bridge: Bridge
+    coalescer: Coalescer
     naming: Naming
     base: str
 
@@ -210,7 +211,7 @@ def _system_md5(req: Mapping[str, Any]) -> str | None:
 async def send_message(c: Call, req: dict[str, Any]) -> Result:
     msg = _outgoing(req)
     system_md5 = _system_md5(req)
-    r = await coalescer(c.t.queues, c.bridge).send(_queue(req), msg)
+    r = await c.coalescer.send(_queue(req), msg)
     out = {"MessageId": r.message_id, "MD5OfMessageBody": r.md5_body}
     if r.md5_attributes:
         out["MD5OfMessageAttributes"] = r.md5_attributes
@@ -239,7 +240,7 @@ async def send_message_batch(c: Call, req: dict[str, Any]) -> Result:
     if not messages:  # every entry failed here; a missing queue must still be an error
         await c.bridge.run(c.t.queues.get_queue, name)
         return {"Successful": [], "Failed": failed}
-    results, failures = await coalescer(c.t.queues, c.bridge).send_batch(name, messages)
+    results, failures = await c.coalescer.send_batch(name, messages)
     successful = []
     for r in results:
         doc = {"Id": r.entry_id, "MessageId": r.message_id, "MD5OfMessageBody": r.md5_body}
@@ -298,7 +299,7 @@ async def receive_message(c: Call, req: dict[str, Any]) -> Result:
 
 
 async def delete_message(c: Call, req: dict[str, Any]) -> Result:
-    await coalescer(c.t.queues, c.bridge).delete(_queue(req), str(required(req, "ReceiptHandle")))
+    await c.coalescer.delete(_queue(req), str(required(req, "ReceiptHandle")))
     return None
 
 

@@ -1,4 +1,5 @@
-"""What every native endpoint needs: the `Tidings` handle and the bridge to its store."""
+"""What every native endpoint needs: the `Tidings` handle, the bridge to its store and the
+group commit its sends and deletes share."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from fastapi import Depends, Request
 
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
+from tidings.engine.coalesce import Coalescer
 
 
 @dataclass(frozen=True)
 class Context:
     t: Tidings
     bridge: Bridge
+    coalescer: Coalescer
 
 
 def _context(request: Request) -> Context:

@@ -9,7 +9,6 @@ from fastapi import APIRouter, Query, Response, status
 from pydantic import JsonValue
 
 from tidings.clock import to_ms
-from tidings.engine.coalesce import coalescer
 from tidings.engine.queues import BatchFailure
 from tidings.errors import ValidationError
 from tidings.model.messages import OutgoingMessage, validate_batch_ids
@@ -63,7 +62,7 @@ def _outgoing(msg: SendIn, entry_id: str | None = None) -> OutgoingMessage:
 async def send_message(name: str, body: SendIn, ctx: Ctx) -> dict[str, Any]:
     """Send one message."""
     msg = _outgoing(body)
-    result = await coalescer(ctx.t.queues, ctx.bridge).send(name, msg,
+    result = await ctx.coalescer.send(name, msg,
                                                             max_delay_s=NATIVE_MAX_DELAY_S)
     return send_json(result)
 
@@ -85,7 +84,7 @@ async def send_batch(name: str, body: SendBatchIn, ctx: Ctx) -> dict[str, Any]:
         # Every entry failed here; a missing queue must still be a 404, as when some pass.
         await ctx.bridge.run(ctx.t.queues.get_queue, name)
         return {"successful": [], "failed": [failure_json(f) for f in early]}
-    results, failures = await coalescer(ctx.t.queues, ctx.bridge).send_batch(
+    results, failures = await ctx.coalescer.send_batch(
         name, messages, max_delay_s=NATIVE_MAX_DELAY_S)
     return {"successful": [send_json(r) for r in results],
             "failed": [failure_json(f) for f in [*early, *failures]]}
@@ -126,7 +125,7 @@ async def receive_messages(
 async def delete_message(name: str, receipt_handle: str, ctx: Ctx) -> Response:
     """Delete a received message. A handle from an earlier receive succeeds without deleting
     (the message now belongs to its latest receiver), as in SQS."""
-    await coalescer(ctx.t.queues, ctx.bridge).delete(name, receipt_handle)
+    await ctx.coalescer.delete(name, receipt_handle)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

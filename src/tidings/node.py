@@ -1,4 +1,8 @@
-"""A node: the services one `tidings serve` (or `tidings worker`) process runs, supervised.
+"""The composition root: what one `tidings serve` (or `tidings worker`) process builds.
+
+It stands above both `engine/` and `server/` and is the only module that knows both: it
+makes the store handle, the bridge, the group commit and the engine loops once, and hands
+them to the HTTP app, so no lower layer needs to import upward or keep process-wide state.
 
 Each service has `run()` and `stop()`. If one dies, the node stops loudly rather than
 limping on with, say, no consumer. Shutdown gives consumers `shutdown_grace_s` to finish.
@@ -14,10 +18,11 @@ import logging
 import signal
 import sys
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
+from tidings.engine.coalesce import Coalescer
 from tidings.engine.consumers import App, Consumer
 from tidings.engine.deliveries import Targets, delivery_app
 from tidings.engine.dispatcher import Dispatcher
@@ -26,6 +31,9 @@ from tidings.engine.sweeper import Sweeper
 from tidings.errors import ValidationError
 from tidings.settings import Settings
 from tidings.targets.email import EmailDelivery
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 log = logging.getLogger("tidings")
 
@@ -52,11 +60,14 @@ def load_app(spec: str) -> App:
 
 
 class Node:
+    """The engine loops of one process over `t`, and what its HTTP app shares with them."""
+
     def __init__(self, t: Tidings, settings: Settings, *, app: App | None = None,
                  serve_consumers: bool = True) -> None:
         self.t = t
         self.settings = settings
-        self.bridge = Bridge(max(t.store.max_concurrency, 1))
+        self.bridge = Bridge(t.max_concurrency)
+        self.coalescer = Coalescer(t.queues, self.bridge)
         self.services: list[Service] = [
             Sweeper(t.queues, self.bridge, interval_s=settings.sweep_interval_s,
                     job_memory_s=settings.job_memory_s)
@@ -110,6 +121,14 @@ class Node:
     def stop(self) -> None:
         self._stopped.set()
 
+    def http_app(self) -> FastAPI:
+        """The HTTP API sharing this node's bridge and group commit; its lifespan runs the
+        node, so the engine loops start and stop with the server."""
+        from tidings.server.app import create_app
+
+        return create_app(self.t, bridge=self.bridge, coalescer=self.coalescer,
+                          lifespan=self.lifespan)
+
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any) -> AsyncIterator[None]:
         task = asyncio.create_task(self.run(), name="node")
@@ -148,14 +167,12 @@ def serve(settings: Settings) -> None:
     """`tidings serve`: the HTTP API plus every engine loop, in one process."""
     import uvicorn
 
-    from tidings.server.app import create_app
-
     _setup_logging(settings.log_level)
     t = Tidings(settings=settings)
     app = load_app(settings.app) if settings.app else None
     node = Node(t, settings, app=app)
-    asgi = create_app(t, bridge=node.bridge, lifespan=node.lifespan)
-    log.info("tidings serving %s on http://%s:%d%s", t.store.url, settings.host, settings.port,
+    asgi = node.http_app()
+    log.info("tidings serving %s on http://%s:%d%s", t.database_url, settings.host, settings.port,
              f" with app {settings.app}" if settings.app else "")
     from tidings.server.aws.auth import load_keys
 
@@ -195,7 +212,7 @@ def work(settings: Settings) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, node.stop)
-        log.info("tidings worker on %s: queues %s", t.store.url,
+        log.info("tidings worker on %s: queues %s", t.database_url,
                  ", ".join(node.consumer.app.queues() if node.consumer else []))
         await node.run()
 
