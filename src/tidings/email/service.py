@@ -219,6 +219,13 @@ class EmailService:
         rows = rows[:limit]
         return rows, (_page_token(rows[-1].address) if more else None)
 
+    def scan_suppressions(self, reason: SuppressionReason | None, after: str | None,
+                          limit: int) -> list[Suppression]:
+        """Up to `limit` entries after the address `after`, in address order: for faces
+        that filter and page by rules of their own (the SES API's date ranges and sets of
+        reasons, with its own tokens)."""
+        return self.store.list_suppressions(reason, after, limit)
+
     # sending ----------------------------------------------------------------------------------
 
     def send(self, message: EmailMessage | Mapping[str, Any] | str) -> Delivery:

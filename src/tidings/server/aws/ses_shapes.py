@@ -117,7 +117,7 @@ def page_suppressions(email: EmailService, reasons: frozenset[SuppressionReason]
     single = next(iter(reasons)) if reasons is not None and len(reasons) == 1 else None
     found: list[Suppression] = []
     while len(found) <= limit:
-        rows = email.store.list_suppressions(single, after, _SCAN)
+        rows = email.scan_suppressions(single, after, _SCAN)
         for row in rows:
             if (reasons is None or row.reason in reasons) and \
                     (start_ms is None or row.created_at >= start_ms) and \
