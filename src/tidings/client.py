@@ -8,7 +8,7 @@ from typing import Any
 from tidings.clock import Clock, SystemClock
 from tidings.email.service import EmailService
 from tidings.engine.campaigns import CampaignService
-from tidings.engine.queues import QueueService
+from tidings.engine.queues import CROSS_PROCESS_POLL_S, QueueService
 from tidings.engine.schedules import ScheduleService
 from tidings.model.receipts import ReceiptSigner
 from tidings.notify.base import Notifier
@@ -25,19 +25,23 @@ class Tidings:
     """
 
     def __init__(self, url: str | None = None, *, clock: Clock | None = None,
-                 notifier: Notifier | None = None, settings: Settings | None = None) -> None:
+                 notifier: Notifier | None = None, settings: Settings | None = None,
+                 fallback_poll_s: float = CROSS_PROCESS_POLL_S) -> None:
+        """`fallback_poll_s` bounds how long a long poll misses a message no notification
+        announced; tests raise it to prove that notifications, not polling, woke them."""
         self.settings = settings or Settings.from_env(db=url)
         self.clock: Clock = clock or SystemClock()
         self.store: Store = open_store(self.settings.db, now=self.clock.now_ms(),
                                        sqlite_synchronous=self.settings.sqlite_synchronous)
-        self.notifier: Notifier = notifier or self._default_notifier()
+        self.notifier: Notifier = notifier or default_notifier(self.settings.db)
         secret = self.settings.secret
         key = secret.encode() if secret else self.store.get_or_create_secret(
             "receipt-secret", secrets.token_bytes(32))
         self.signer = ReceiptSigner(key)
         self.queues = QueueService(
             self.store, self.clock, self.notifier, self.signer,
-            arn_prefix=f"arn:aws:sqs:{self.settings.region}:{self.settings.account_id}")
+            arn_prefix=f"arn:aws:sqs:{self.settings.region}:{self.settings.account_id}",
+            fallback_poll_s=fallback_poll_s)
         self.schedules = ScheduleService(
             self.store, self.clock, self.notifier,
             arn_prefix=f"arn:aws:scheduler:{self.settings.region}:{self.settings.account_id}",
@@ -61,13 +65,6 @@ class Tidings:
             return self.settings.webhook_secret.encode()
         return self.store.get_or_create_secret("webhook-secret", secrets.token_bytes(32))
 
-    def _default_notifier(self) -> Notifier:
-        if self.settings.db.startswith(("postgresql:", "postgres:")):
-            from tidings.notify.postgres import PostgresNotifier
-
-            return PostgresNotifier(self.settings.db)
-        return LocalNotifier()
-
     def close(self) -> None:
         close = getattr(self.notifier, "close", None)
         if close is not None:
@@ -79,6 +76,16 @@ class Tidings:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def default_notifier(url: str) -> Notifier:
+    """LISTEN/NOTIFY on PostgreSQL, so other nodes' writes wake this one; in-process only
+    on SQLite, where other processes' writes are found by the fallback poll."""
+    if url.startswith(("postgresql:", "postgres:")):
+        from tidings.notify.postgres import PostgresNotifier
+
+        return PostgresNotifier(url)
+    return LocalNotifier()
 
 
 def connect(url: str | None = None, **kwargs: Any) -> Tidings:

@@ -25,7 +25,7 @@ from tidings.engine.bridge import Bridge
 from tidings.engine.coalesce import Coalescer
 from tidings.engine.consumers import App, Consumer
 from tidings.engine.deliveries import Targets, delivery_app
-from tidings.engine.dispatcher import Dispatcher
+from tidings.engine.dispatcher import IDLE_POLL_S, Dispatcher
 from tidings.engine.internal_queues import EMAIL_QUEUE, ensure_internal_queues
 from tidings.engine.sweeper import Sweeper
 from tidings.errors import ValidationError
@@ -60,10 +60,13 @@ def load_app(spec: str) -> App:
 
 
 class Node:
-    """The engine loops of one process over `t`, and what its HTTP app shares with them."""
+    """The engine loops of one process over `t`, and what its HTTP app shares with them.
+
+    `idle_poll_s` bounds how long the dispatcher misses a schedule no notification
+    announced; tests raise it to prove that notifications, not polling, woke it."""
 
     def __init__(self, t: Tidings, settings: Settings, *, app: App | None = None,
-                 serve_consumers: bool = True) -> None:
+                 serve_consumers: bool = True, idle_poll_s: float = IDLE_POLL_S) -> None:
         self.t = t
         self.settings = settings
         self.bridge = Bridge(t.max_concurrency)
@@ -74,7 +77,7 @@ class Node:
         ]
         ensure_internal_queues(t.queues)
         self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock, t.notifier,
-                                     self.bridge)
+                                     self.bridge, idle_poll_s=idle_poll_s)
         self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret(),
                                email=EmailDelivery(t.email, self.bridge, settings))
         self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock), t.queues,

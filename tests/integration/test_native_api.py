@@ -8,9 +8,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from parked import ParkedNotifier
 from serving import running_server  # no __init__.py: pytest puts this folder on sys.path
 
-from tidings.client import Tidings
+from tidings.client import Tidings, default_notifier
 from tidings.errors import (
     BatchError,
     ConflictError,
@@ -21,6 +22,7 @@ from tidings.errors import (
     TidingsError,
     ValidationError,
 )
+from tidings.notify.base import queue_channel
 from tidings.server.app import create_app
 from tidings.server.errors import error_info
 
@@ -159,25 +161,30 @@ def test_batches_report_each_entry(api: httpx.Client) -> None:
     assert [(e["id"], e["code"]) for e in deleted["failed"]] == [("y", "ReceiptHandleIsInvalid")]
 
 
-def test_long_poll_returns_as_soon_as_a_message_arrives(api: httpx.Client) -> None:
-    make_queue(api, "poll")
-    result: dict[str, object] = {}
+def test_long_poll_returns_as_soon_as_a_message_arrives(db_url: str) -> None:
+    """A send wakes a parked long poll through its notification. The fallback poll is set
+    far beyond the assertion, so the test fails if the notification does not arrive."""
+    notifier = ParkedNotifier(default_notifier(db_url))
+    with Tidings(db_url, notifier=notifier, fallback_poll_s=30) as t, \
+            running_server(create_app(t)) as url, \
+            httpx.Client(base_url=url, timeout=30) as api:
+        make_queue(api, "poll")
+        channel = queue_channel(t.queues.get_queue("poll").id)
+        result: dict[str, object] = {}
 
-    def receive() -> None:
-        started = time.monotonic()
-        r = api.get("/v1/queues/poll/messages", params={"wait": 10})
-        result["elapsed"] = time.monotonic() - started
-        result["messages"] = r.json()["messages"]
+        def receive() -> None:
+            r = api.get("/v1/queues/poll/messages", params={"wait": 10})
+            result["returned_at"] = time.monotonic()
+            result["messages"] = r.json()["messages"]
 
-    waiter = threading.Thread(target=receive)
-    waiter.start()
-    time.sleep(0.3)  # let the receive start waiting
-    sent_at = time.monotonic()
-    api.post("/v1/queues/poll/messages", json={"body": "wake up"})
-    waiter.join(15)
+        waiter = threading.Thread(target=receive)
+        waiter.start()
+        assert notifier.parked(channel).wait(10), "the receive never started waiting"
+        sent_at = time.monotonic()
+        assert api.post("/v1/queues/poll/messages", json={"body": "wake up"}).status_code == 201
+        waiter.join(15)
     assert [m["body"] for m in result["messages"]] == ["wake up"]  # type: ignore[attr-defined]
-    assert result["elapsed"] < 0.3 + 1.0  # type: ignore[operator]
-    assert time.monotonic() - sent_at < 1.0
+    assert result["returned_at"] - sent_at < 0.2  # type: ignore[operator]
 
 
 def test_long_poll_waits_when_nothing_arrives(api: httpx.Client) -> None:

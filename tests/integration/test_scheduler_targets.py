@@ -12,14 +12,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from parked import ParkedNotifier
 from serving import running_server
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route as HttpRoute
 
-from tidings.client import Tidings
+from tidings.client import Tidings, default_notifier
 from tidings.engine.consumers import App
+from tidings.engine.schedules import SCHEDULES_CHANNEL
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
 from tidings.settings import Settings
@@ -161,29 +163,33 @@ def test_function_targets_enrich_suppress_route(db_url: str) -> None:
 
 def test_new_earlier_schedule_wakes_the_dispatcher(db_url: str) -> None:
     """The dispatcher sleeps until the next due instant; creating an earlier schedule
-    wakes it at once (no waiting out the sleep)."""
-    t = Tidings(settings=Settings(db=db_url))
-    t.queues.create_queue("jobs")
-    t.schedules.create(ScheduleSpec("far", "at(2099-01-01T00:00:00)", Target(TargetKind.QUEUE,
-                                                                           "jobs")))
-    node = Node(t, Settings(db=t.settings.db))
-    latency: list[float] = []
+    wakes it at once. Both fallback polls (the dispatcher's idle poll, the long poll's) are
+    set far beyond the assertion, so the test fails if a notification does not arrive."""
+    notifier = ParkedNotifier(default_notifier(db_url))
+    with Tidings(settings=Settings(db=db_url), notifier=notifier, fallback_poll_s=30) as t:
+        t.queues.create_queue("jobs")
+        t.schedules.create(ScheduleSpec("far", "at(2099-01-01T00:00:00)",
+                                        Target(TargetKind.QUEUE, "jobs")))
+        node = Node(t, Settings(db=t.settings.db), idle_poll_s=30)
+        latency: list[float] = []
 
-    async def main() -> None:
-        task = asyncio.create_task(node.run())
-        await asyncio.sleep(0.5)
-        now = time.time()
-        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now + 1))
-        await asyncio.to_thread(t.schedules.create, ScheduleSpec(
-            "soon", f"at({when})", Target(TargetKind.QUEUE, "jobs", input="soon")))
-        due = int(now + 1)
-        msgs = await t.queues.receive_async(node.bridge, "jobs", 1, wait_s=5)
-        latency.append(time.time() - due)
-        node.stop()
-        await task
-        assert [m.body for m in msgs] == ["soon"]
+        async def main() -> None:
+            task = asyncio.create_task(node.run())
+            parked = notifier.parked(SCHEDULES_CHANNEL)
+            assert await asyncio.to_thread(parked.wait, 10), "the dispatcher never idled"
+            now = time.time()
+            when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now + 1))
+            await asyncio.to_thread(t.schedules.create, ScheduleSpec(
+                "soon", f"at({when})", Target(TargetKind.QUEUE, "jobs", input="soon")))
+            due = int(now + 1)
+            msgs = await t.queues.receive_async(node.bridge, "jobs", 1, wait_s=5)
+            latency.append(time.time() - due)
+            node.stop()
+            await task
+            assert [m.body for m in msgs] == ["soon"]
 
-    asyncio.run(main())
-    node.bridge.close()
-    assert 0 <= latency[0] < 0.5
-    t.close()
+        try:
+            asyncio.run(main())
+        finally:
+            node.bridge.close()
+    assert 0 <= latency[0] < 0.2

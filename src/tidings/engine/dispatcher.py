@@ -57,7 +57,7 @@ class _Batch:
 class Dispatcher:
     def __init__(self, schedules: ScheduleService, queues: QueueService, store: Store,
                  clock: Clock, notifier: Notifier, bridge: Bridge, *, batch: int = 1000,
-                 claim_ms: int = 10_000) -> None:
+                 claim_ms: int = 10_000, idle_poll_s: float = IDLE_POLL_S) -> None:
         self.schedules = schedules
         self.queues = queues
         self.store = store
@@ -66,6 +66,7 @@ class Dispatcher:
         self.bridge = bridge
         self.batch = batch
         self.claim_ms = claim_ms
+        self.idle_poll_s = idle_poll_s
         # A burst starts with a small batch, so its earliest firings are committed (and
         # their handlers start) within milliseconds of the due instant; the batch then
         # doubles while the burst lasts, up to `batch`, for throughput.
@@ -94,9 +95,9 @@ class Dispatcher:
             except StoreUnavailable as exc:
                 await backoff.wait(log, "dispatcher", exc, self._stopping)
                 continue
-            pause = IDLE_POLL_S
+            pause = self.idle_poll_s
             if nxt is not None:
-                pause = min(max((nxt - self.clock.now_ms()) / 1000, 0.0), IDLE_POLL_S)
+                pause = min(max((nxt - self.clock.now_ms()) / 1000, 0.0), self.idle_poll_s)
             if pause > 0:
                 waiter = asyncio.create_task(self.notifier.wait(SCHEDULES_CHANNEL, seen, pause))
                 stopper = asyncio.create_task(self._stopping.wait())

@@ -97,12 +97,14 @@ class QueueInfo:
 
 class QueueService(Redrive):
     def __init__(self, store: Store, clock: Clock, notifier: Notifier, signer: ReceiptSigner,
-                 *, arn_prefix: str = "arn:aws:sqs:us-east-1:000000000000") -> None:
+                 *, arn_prefix: str = "arn:aws:sqs:us-east-1:000000000000",
+                 fallback_poll_s: float = CROSS_PROCESS_POLL_S) -> None:
         self.store = store
         self.clock = clock
         self.notifier = notifier
         self.signer = signer
         self.arn_prefix = arn_prefix
+        self.fallback_poll_s = fallback_poll_s
         self._queue_cache: dict[str, tuple[float, QueueRecord]] = {}
         self._names: dict[int, str | None] = {}  # queue id → name, for DLQ sources
 
@@ -264,7 +266,7 @@ class QueueService(Redrive):
                    ) -> list[SendResult | TidingsError]:
         """Send any number of messages in one transaction, each validated on its own: the
         result list holds a SendResult or the error of each. The group commit of concurrent
-        single sends (`SendCoalescer`) and batches both land here."""
+        single sends (`Coalescer`) and batches both land here."""
         record = self.get_queue_cached(queue)
         attrs = record.attributes
         now = self.clock.now_ms()
@@ -401,7 +403,7 @@ class QueueService(Redrive):
         nxt = self.store.next_visible_at(record.id, self.clock.now_ms())
         if nxt is not None:
             left = min(left, max((nxt - self.clock.now_ms()) / 1000, 0.001))
-        return max(min(left, CROSS_PROCESS_POLL_S), 0.0)
+        return max(min(left, self.fallback_poll_s), 0.0)
 
     def receive(self, queue: str, max_messages: int = 1, *, wait_s: int | None = None,
                 visibility_s: int | None = None) -> list[ReceivedMessage]:
