@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 import pytest
@@ -68,3 +69,28 @@ def t(db_url: str, clock: FrozenClock) -> Iterator[Tidings]:
     client = Tidings(settings=Settings(db=db_url), clock=clock)
     yield client
     client.close()
+
+
+@pytest.fixture(autouse=True)
+def _every_tidings_is_closed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test closes every `Tidings` it opens (`with`, or a fixture that does): an open one
+    keeps a database connection, maybe a LISTEN thread, and on SQLite a file handle that
+    outlives the test's temporary directory. Module-scoped servers open theirs before this
+    runs and are not counted."""
+    opened: list[Tidings] = []
+    closed: set[int] = set()
+    init, close = Tidings.__init__, Tidings.close
+
+    def tracked_init(self: Tidings, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        opened.append(self)
+
+    def tracked_close(self: Tidings) -> None:
+        closed.add(id(self))
+        close(self)
+
+    monkeypatch.setattr(Tidings, "__init__", tracked_init)
+    monkeypatch.setattr(Tidings, "close", tracked_close)
+    yield
+    left = [t.settings.db for t in opened if id(t) not in closed]
+    assert left == [], "the test left these Tidings open"

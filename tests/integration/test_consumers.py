@@ -7,7 +7,9 @@ import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+import pytest
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
@@ -16,6 +18,14 @@ from tidings.model.queues import RedrivePolicy
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
 from tidings.node import Node
 from tidings.settings import Settings
+
+
+@pytest.fixture
+def t(db_url: str) -> Iterator[Tidings]:
+    """On the wall clock (conftest's `t` is frozen): consumers and heartbeats run in real
+    time."""
+    with Tidings(settings=Settings(db=db_url)) as client:
+        yield client
 
 
 def run_node_until(t: Tidings, app: App, done: Callable[[], bool], *, timeout: float = 20.0,
@@ -32,8 +42,10 @@ def run_node_until(t: Tidings, app: App, done: Callable[[], bool], *, timeout: f
         node.stop()
         await runner
 
-    asyncio.run(main())
-    node.bridge.close()
+    try:
+        asyncio.run(main())
+    finally:
+        node.bridge.close()
     return node
 
 
@@ -41,8 +53,7 @@ def job(type_: str, id_: object, **extra: object) -> str:
     return json.dumps({"type": type_, "id": id_, **extra})
 
 
-def test_handlers_run_once_per_job_id(db_url: str) -> None:
-    t = Tidings(settings=Settings(db=db_url))
+def test_handlers_run_once_per_job_id(t: Tidings) -> None:
     app = App(queue="jobs")
     calls: Counter[str] = Counter()
 
@@ -66,11 +77,9 @@ def test_handlers_run_once_per_job_id(db_url: str) -> None:
     assert sum(calls.values()) == 21 and calls["export-a"] == 1
     counts = t.queues.describe("jobs").counts
     assert (counts.visible, counts.in_flight) == (0, 0)
-    t.close()
 
 
-def test_failures_retry_with_backoff_then_dead_letter_with_error(db_url: str) -> None:
-    t = Tidings(settings=Settings(db=db_url))
+def test_failures_retry_with_backoff_then_dead_letter_with_error(t: Tidings) -> None:
     t.queues.create_queue("jobs-dlq")
     t.queues.create_queue("jobs", redrive_policy=RedrivePolicy("jobs-dlq", 3))
     app = App(queue="jobs", retry_base_s=0)
@@ -87,7 +96,6 @@ def test_failures_retry_with_backoff_then_dead_letter_with_error(db_url: str) ->
     [dead] = t.queues.receive("jobs-dlq", wait_s=0)
     assert dead.last_error == "RuntimeError: downstream unavailable (attempt 3)"
     assert dead.dead_letter_source == "arn:aws:sqs:us-east-1:000000000000:jobs"
-    t.close()
 
 
 def test_backoff_grows_exponentially_with_jitter() -> None:
@@ -98,8 +106,7 @@ def test_backoff_grows_exponentially_with_jitter() -> None:
     assert len({app.backoff_s(6) for _ in range(200)}) > 5  # jittered, not lockstep
 
 
-def test_unknown_type_and_bad_body_fail_to_dlq(db_url: str) -> None:
-    t = Tidings(settings=Settings(db=db_url))
+def test_unknown_type_and_bad_body_fail_to_dlq(t: Tidings) -> None:
     t.queues.create_queue("dlq")
     t.queues.create_queue("jobs", redrive_policy=RedrivePolicy("dlq", 1))
     app = App(queue="jobs", retry_base_s=0)
@@ -113,11 +120,9 @@ def test_unknown_type_and_bad_body_fail_to_dlq(db_url: str) -> None:
     errors = sorted(m.last_error or "" for m in t.queues.receive("dlq", 10, wait_s=0))
     assert "no handler registered for job type 'unknown'" in errors[0] + errors[1]
     assert any("is not JSON" in e for e in errors)
-    t.close()
 
 
-def test_heartbeat_extends_visibility_of_long_jobs(db_url: str) -> None:
-    t = Tidings(settings=Settings(db=db_url))
+def test_heartbeat_extends_visibility_of_long_jobs(t: Tidings) -> None:
     t.queues.create_queue("jobs", visibility_timeout_s=2)
     app = App(queue="jobs")
     runs: list[str] = []
@@ -135,11 +140,9 @@ def test_heartbeat_extends_visibility_of_long_jobs(db_url: str) -> None:
     run_node_until(t, app, lambda: t.queues.describe("jobs").counts.in_flight == 0
                    and bool(runs))
     assert runs == ["s"] and stolen == []
-    t.close()
 
 
-def test_graceful_shutdown_releases_unfinished_work(db_url: str) -> None:
-    t = Tidings(settings=Settings(db=db_url))
+def test_graceful_shutdown_releases_unfinished_work(t: Tidings) -> None:
     t.queues.create_queue("jobs", visibility_timeout_s=600)
     app = App(queue="jobs")
     started = threading.Event()
@@ -156,38 +159,34 @@ def test_graceful_shutdown_releases_unfinished_work(db_url: str) -> None:
     # released, not lost: visible again at once despite the 600 s visibility timeout
     [m] = t.queues.receive("jobs", wait_s=0)
     assert m.receive_count == 2
-    t.close()
-
-
 
 
 def test_a_recurring_schedules_job_runs_at_every_occurrence(db_url: str) -> None:
     """The README's nightly example: a fixed id in the input, fired again and again."""
     clock = FrozenClock(1_800_000_000_000)
-    t = Tidings(settings=Settings(db=db_url), clock=clock)
-    t.queues.create_queue("jobs-dlq")
-    t.queues.create_queue("jobs", redrive_policy=RedrivePolicy("jobs-dlq", 5))
-    app = App(queue="jobs")
-    runs: list[str | None] = []
+    with Tidings(settings=Settings(db=db_url), clock=clock) as t:
+        t.queues.create_queue("jobs-dlq")
+        t.queues.create_queue("jobs", redrive_policy=RedrivePolicy("jobs-dlq", 5))
+        app = App(queue="jobs")
+        runs: list[str | None] = []
 
-    @app.handler("reconcile")
-    def reconcile(j: Job) -> None:
-        runs.append(j.scheduled_time)
+        @app.handler("reconcile")
+        def reconcile(j: Job) -> None:
+            runs.append(j.scheduled_time)
 
-    t.schedules.create(ScheduleSpec("nightly", "rate(1 minute)", Target(
-        TargetKind.QUEUE, "jobs", input=job("reconcile", "nightly"))))
-    occurrences = 3
+        t.schedules.create(ScheduleSpec("nightly", "rate(1 minute)", Target(
+            TargetKind.QUEUE, "jobs", input=job("reconcile", "nightly"))))
+        occurrences = 3
 
-    seen = [-1]
+        seen = [-1]
 
-    def advance_and_wait() -> bool:
-        if len(runs) >= occurrences:
-            return True
-        if len(runs) != seen[0]:  # the last occurrence ran: make the next one due
-            seen[0] = len(runs)
-            clock.advance(60_000)
-        return False
+        def advance_and_wait() -> bool:
+            if len(runs) >= occurrences:
+                return True
+            if len(runs) != seen[0]:  # the last occurrence ran: make the next one due
+                seen[0] = len(runs)
+                clock.advance(60_000)
+            return False
 
-    run_node_until(t, app, advance_and_wait, timeout=30)
-    assert len(runs) == occurrences and len(set(runs)) == occurrences and None not in runs
-    t.close()
+        run_node_until(t, app, advance_and_wait, timeout=30)
+        assert len(runs) == occurrences and len(set(runs)) == occurrences and None not in runs

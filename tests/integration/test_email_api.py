@@ -4,20 +4,29 @@ running node into a real relay, and the relay limits (rate, connections)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 from email_relay import Relay, running_relay
 from serving import running_server
 from test_email_delivery import email_target, just_now, run_node, send_doc, tidings_for
 
+from tidings.client import Tidings
 from tidings.model.email import DeliveryState, SuppressionReason
 from tidings.model.schedules import ScheduleSpec
 from tidings.server.app import create_app
 
 
-def test_one_click_unsubscribe_suppresses_and_forgeries_are_refused(db_url: str) -> None:
-    t = tidings_for(db_url)
+@pytest.fixture
+def t(db_url: str) -> Iterator[Tidings]:
+    """On the wall clock (conftest's `t` is frozen): a node fires and delivers in real time."""
+    with tidings_for(db_url) as client:
+        yield client
+
+
+def test_one_click_unsubscribe_suppresses_and_forgeries_are_refused(t: Tidings) -> None:
     token = t.email.tokens().make("Reader@Example.org", "news/weekly")
     with running_server(create_app(t)) as base, httpx.Client(base_url=base) as http:
         page = http.get(f"/unsubscribe/{token}")
@@ -38,11 +47,9 @@ def test_one_click_unsubscribe_suppresses_and_forgeries_are_refused(db_url: str)
                              content="List-Unsubscribe=One-Click").status_code in (400, 404)
             assert http.get(f"/unsubscribe/{bad}").status_code in (400, 404)
         assert t.email.suppression("other@example.org") is None
-    t.close()
 
 
-def test_native_api_templates_render_send_log_and_suppressions(db_url: str) -> None:
-    t = tidings_for(db_url)
+def test_native_api_templates_render_send_log_and_suppressions(t: Tidings) -> None:
     relay = Relay()
     with running_relay(relay) as url, running_server(create_app(t)) as base, \
             httpx.Client(base_url=base) as http:
@@ -95,11 +102,9 @@ def test_native_api_templates_render_send_log_and_suppressions(db_url: str) -> N
         assert http.get("/v1/email/templates/receipt").status_code == 404
     assert relay.received[0].message["Subject"] == "Receipt #8"
     assert relay.received[0].message.get_content().rstrip() == "Total: 1 EUR"
-    t.close()
 
 
-def test_email_target_is_validated_when_the_schedule_is_created(db_url: str) -> None:
-    t = tidings_for(db_url)
+def test_email_target_is_validated_when_the_schedule_is_created(t: Tidings) -> None:
     t.email.create_template("welcome", "Hi", text="Hello")
     cases: list[tuple[str, str]] = [
         (send_doc(["x@example.org"], template="absent"), "does not exist"),
@@ -116,7 +121,6 @@ def test_email_target_is_validated_when_the_schedule_is_created(db_url: str) -> 
             raise AssertionError(f"accepted {doc}")
     ok = send_doc(["x@example.org"], data={"id": "<aws.scheduler.execution-id>"})
     t.schedules.create(ScheduleSpec("good", just_now(), email_target(ok)))
-    t.close()
 
 
 def schedule_many(t: Any, n: int) -> None:
@@ -126,8 +130,7 @@ def schedule_many(t: Any, n: int) -> None:
             send_doc([f"user{i}@example.org"], data={"n": i}))))
 
 
-def test_rate_limit_spreads_a_spike(db_url: str) -> None:
-    t = tidings_for(db_url)
+def test_rate_limit_spreads_a_spike(t: Tidings) -> None:
     relay = Relay()
     n = 100
     with running_relay(relay) as url:
@@ -139,11 +142,9 @@ def test_rate_limit_spreads_a_spike(db_url: str) -> None:
     spread = times[-1] - times[0]
     assert 1.9 <= spread < 4.0, spread  # 99 intervals of 1/50 s: the bucket holds one token
     assert all(d.state is DeliveryState.SENT for d in t.email.log(limit=n)[0])
-    t.close()
 
 
-def test_connection_cap_queues_instead_of_opening_more(db_url: str) -> None:
-    t = tidings_for(db_url)
+def test_connection_cap_queues_instead_of_opening_more(t: Tidings) -> None:
     relay = Relay(data_delay_s=0.02)
     n = 60
     with running_relay(relay) as url:
@@ -154,4 +155,3 @@ def test_connection_cap_queues_instead_of_opening_more(db_url: str) -> None:
     assert len(relay.received) == n
     assert relay.peak_sessions == 2  # capped, and the cap was reached
     assert relay.total_sessions - baseline == 2  # connections were reused, not reopened
-    t.close()

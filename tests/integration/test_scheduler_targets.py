@@ -9,9 +9,10 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
 from parked import ParkedNotifier
 from serving import running_server
 from starlette.applications import Starlette
@@ -27,6 +28,14 @@ from tidings.node import Node
 from tidings.settings import Settings
 from tidings.targets.base import Route, Suppress
 from tidings.targets.function import FunctionEvent
+
+
+@pytest.fixture
+def t(db_url: str) -> Iterator[Tidings]:
+    """On the wall clock (conftest's `t` is frozen): schedules fire and webhooks retry in
+    real time."""
+    with Tidings(settings=Settings(db=db_url)) as client:
+        yield client
 
 
 class Receiver:
@@ -60,8 +69,10 @@ def run_node(t: Tidings, until: Callable[[], bool], *, app: App | None = None,
         node.stop()
         await task
 
-    asyncio.run(main())
-    node.bridge.close()
+    try:
+        asyncio.run(main())
+    finally:
+        node.bridge.close()
 
 
 def just_now() -> str:
@@ -74,8 +85,7 @@ def dlq_messages(t: Tidings, name: str) -> list[Any]:
     return t.queues.receive(name, 10, wait_s=0)
 
 
-def test_webhook_delivery_signed_and_retried(db_url: str) -> None:
-    t = Tidings(settings=Settings(db=db_url))
+def test_webhook_delivery_signed_and_retried(t: Tidings) -> None:
     receiver = Receiver([503, 500, 200])
     with running_server(receiver.app()) as base:
         t.schedules.create(ScheduleSpec(
@@ -95,11 +105,9 @@ def test_webhook_delivery_signed_and_retried(db_url: str) -> None:
     ts, mac = (part.split("=", 1)[1] for part in headers["x-tidings-signature"].split(","))
     expected = hmac.new(b"s3cret", ts.encode() + b"." + body, hashlib.sha256).hexdigest()
     assert hmac.compare_digest(mac, expected)
-    t.close()
 
 
-def test_webhook_permanent_failure_and_exhaustion_go_to_dlq(db_url: str) -> None:
-    t = Tidings(settings=Settings(db=db_url))
+def test_webhook_permanent_failure_and_exhaustion_go_to_dlq(t: Tidings) -> None:
     t.queues.create_queue("sched-dlq")
     rejecting = Receiver([400] * 10)
     failing = Receiver([500] * 10)
@@ -123,11 +131,9 @@ def test_webhook_permanent_failure_and_exhaustion_go_to_dlq(db_url: str) -> None
     assert exhausted["RETRY_ATTEMPTS"].string_value == "1"
     assert len(rejecting.requests) == 1  # a 4xx is not retried
     assert len(failing.requests) == 2  # the first attempt and its one retry
-    t.close()
 
 
-def test_function_targets_enrich_suppress_route(db_url: str) -> None:
-    t = Tidings(settings=Settings(db=db_url))
+def test_function_targets_enrich_suppress_route(t: Tidings) -> None:
     t.queues.create_queue("jobs")
     t.queues.create_queue("vip")
     app = App(queue="unused")
@@ -158,7 +164,6 @@ def test_function_targets_enrich_suppress_route(db_url: str) -> None:
     assert json.loads(routed.body) == {"user": "vip", "tier": "gold"}
     assert {e.schedule for e in seen} == {"default/f-alice", "default/f-unsubscribed",
                                           "default/f-vip"}
-    t.close()
 
 
 def test_new_earlier_schedule_wakes_the_dispatcher(db_url: str) -> None:
