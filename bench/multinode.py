@@ -12,6 +12,10 @@ Final line: {"firings_per_s_1_node", "firings_per_s_3_nodes", ...}.
 
 from __future__ import annotations
 
+# First, before anything imports the stdlib `email` (psycopg does): see _common.
+from _common import peak_rss_mb, report
+
+# isort: split
 import argparse
 import os
 import socket
@@ -21,7 +25,6 @@ import time
 import uuid
 
 import psycopg
-from _common import peak_rss_mb, report  # noqa: I001  (first: see _common)
 
 from tidings.client import Tidings
 from tidings.model.schedules import ActionAfterCompletion, ScheduleSpec, Target, TargetKind
