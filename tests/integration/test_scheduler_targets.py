@@ -22,9 +22,9 @@ from starlette.routing import Route as HttpRoute
 
 from tidings.client import Tidings, default_notifier
 from tidings.engine.consumers import App
-from tidings.engine.schedules import SCHEDULES_CHANNEL
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
+from tidings.notify.base import SCHEDULES_CHANNEL
 from tidings.settings import Settings
 from tidings.targets.base import Route, Suppress
 from tidings.targets.function import FunctionEvent
