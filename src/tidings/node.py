@@ -1,7 +1,7 @@
 """The composition root: what one `tidings serve` (or `tidings worker`) process builds.
 
 It stands above both `engine/` and `server/` and is the only module that knows both: it
-makes the store handle, the bridge, the group commit and the engine loops once, and hands
+opens the database, makes the bridge, the group commit and the engine loops once, and hands
 them to the HTTP app, so no lower layer needs to import upward or keep process-wide state.
 
 Each service has `run()` and `stop()`. If one dies, the node stops loudly rather than

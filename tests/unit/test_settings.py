@@ -119,3 +119,8 @@ def test_a_misspelt_synchronous_mode_stops_the_client(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="TIDINGS_SQLITE_SYNCHRONOUS"):
         Tidings(settings=Settings.from_env(env))
     assert not (tmp_path / "t.db").exists()
+
+
+def test_the_readme_lists_every_variable() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    assert [variable(f.name) for f in fields(Settings) if variable(f.name) not in readme] == []
