@@ -236,6 +236,7 @@ def _pg_restart() -> None:
                    check=True, timeout=120)
 
 
+@pytest.mark.serial
 def test_postgres_restart_mid_run_nodes_recover_without_loss_or_duplicates(
     nodes: Nodes, pg: str
 ) -> None:
