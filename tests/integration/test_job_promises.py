@@ -202,8 +202,7 @@ def test_sigterm_gives_back_a_job_past_the_grace_and_never_finishes_it(
             [m] = t.queues.receive("work", wait_s=0)
             assert m.receive_count == 2
     finally:
-        _stop([worker])
-    time.sleep(0.5)
+        _stop([worker])  # once it has exited, nothing more can be written: read now
     assert "finished s1" not in _lines(tmp_path)
     log = (tmp_path / "worker.log").read_text()
     assert "consumers stopping: 1 jobs running" in log
