@@ -16,8 +16,8 @@ from email_relay import Relay, running_relay
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
-from tidings.engine.dispatcher import DELIVERY_QUEUE
 from tidings.engine.fanout import FanoutOptions
+from tidings.engine.internal_queues import DELIVERY_QUEUE, EMAIL_QUEUE
 from tidings.model.campaigns import Step
 from tidings.node import Node
 from tidings.settings import Settings
@@ -55,8 +55,8 @@ def test_campaign_of_1000_recipients_and_2_steps_is_delivered(tmp_path: Path) ->
                                     shutdown_grace_s=2), idle_poll_s=0.05)
 
             def drained() -> bool:
-                c = t.queues.describe(DELIVERY_QUEUE).counts
-                return c.visible + c.in_flight + c.delayed == 0 and \
+                counts = [t.queues.describe(q).counts for q in (DELIVERY_QUEUE, EMAIL_QUEUE)]
+                return sum(c.visible + c.in_flight + c.delayed for c in counts) == 0 and \
                     t.campaigns.status("launch").counts.sent == len(relay.received)
 
             async def main() -> None:
