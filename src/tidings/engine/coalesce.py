@@ -1,73 +1,44 @@
-"""Group commit for the server: concurrent single SendMessage / DeleteMessage requests
-share one transaction.
+"""Group commit for the server: concurrent SendMessage, ReceiveMessage and DeleteMessage
+requests of one queue share one transaction (`tidings.engine.batching`).
 
-Each request waits for its own result, exactly as if it had its own transaction, but a
-commit (the expensive part: WAL writes on SQLite, a round trip and an fsync on
-PostgreSQL) is paid once per group. While one group is being written, the next one
-gathers; under no load a group is a single request and nothing waits.
+A receive of a standard queue joins the receives waiting at the same moment: one
+statement leases messages for all of them, handed out in arrival order. FIFO receives do
+not group: one receive must take a group's in-flight batch whole.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Sequence
 
+from tidings.engine.batching import Batcher
 from tidings.engine.bridge import Bridge
 from tidings.engine.queues import BatchFailure, QueueService
-from tidings.errors import BatchError, TidingsError, ValidationError
-from tidings.model.messages import OutgoingMessage, SendResult, validate_batch_ids
-from tidings.model.queues import MAX_MESSAGE_BYTES
+from tidings.errors import BatchError, ValidationError
+from tidings.model.messages import (
+    OutgoingMessage,
+    ReceivedMessage,
+    SendResult,
+    validate_batch_ids,
+)
+from tidings.model.queues import MAX_MESSAGE_BYTES, QueueRecord
 
-K = TypeVar("K")
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-class _Group(Generic[K, T, R]):
-    def __init__(self, bridge: Bridge,
-                 write: Callable[[K, Sequence[T]], Sequence[R | TidingsError]]) -> None:
-        self.bridge = bridge
-        self.write = write
-        self.pending: dict[K, list[tuple[T, asyncio.Future[R]]]] = {}
-        self.flushing = False
-
-    async def submit(self, key: K, item: T) -> R:
-        fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self.pending.setdefault(key, []).append((item, fut))
-        if not self.flushing:
-            self.flushing = True
-            asyncio.get_running_loop().create_task(self._flush())
-        return await fut
-
-    async def _flush(self) -> None:
-        try:
-            while self.pending:
-                batch, self.pending = self.pending, {}
-                for key, items in batch.items():
-                    try:
-                        results = await self.bridge.run(self.write, key, [i for i, _ in items])
-                    except Exception as exc:  # noqa: BLE001 - the whole group failed alike
-                        results = [exc] * len(items)  # type: ignore[list-item]
-                    for (_, fut), result in zip(items, results, strict=True):
-                        if fut.done():
-                            continue
-                        if isinstance(result, BaseException):
-                            fut.set_exception(result)
-                        else:
-                            fut.set_result(result)
-        finally:
-            self.flushing = False
-
+#: Receives grouped in one lease at most (10 messages each: one statement of up to 250).
+RECEIVE_GROUP = 25
 
 class Coalescer:
     """One per server process, beside its bridge: the composition root makes it once and
     hands it to every endpoint that sends or deletes, so their requests share groups."""
 
     def __init__(self, queues: QueueService, bridge: Bridge) -> None:
-        self._sends: _Group[tuple[str, int | None], OutgoingMessage, SendResult] = _Group(
+        self.queues = queues
+        self.bridge = bridge
+        self._sends: Batcher[tuple[str, int | None], OutgoingMessage, SendResult] = Batcher(
             bridge, lambda key, msgs: queues.send_group(key[0], msgs, max_delay_s=key[1]))
-        self._deletes: _Group[str, str, bool] = _Group(bridge, queues.delete_group)
+        self._deletes: Batcher[str, str, bool] = Batcher(bridge, queues.delete_group)
+        self._receives: Batcher[tuple[int, int | None], tuple[QueueRecord, int],
+                                list[ReceivedMessage]] = Batcher(
+            bridge, self._receive_group, max_batch=RECEIVE_GROUP)
 
     async def send(self, queue: str, message: OutgoingMessage, *,
                    max_delay_s: int | None = None) -> SendResult:
@@ -97,3 +68,28 @@ class Coalescer:
 
     async def delete(self, queue: str, receipt_handle: str) -> bool:
         return await self._deletes.submit(queue, receipt_handle)
+
+    async def receive(self, queue: str, max_messages: int = 1, *, wait_s: int | None = None,
+                      visibility_s: int | None = None) -> list[ReceivedMessage]:
+        """`QueueService.receive_async`, each look shared with concurrent receives."""
+        return await self.queues.receive_async(self.bridge, queue, max_messages,
+                                               wait_s=wait_s, visibility_s=visibility_s,
+                                               attempt=self._look)
+
+    async def _look(self, record: QueueRecord, n: int, visibility_s: int | None,
+                    ) -> list[ReceivedMessage]:
+        if record.attributes.fifo:
+            got: list[ReceivedMessage] = await self.bridge.run(
+                self.queues._receive_step, record, n, visibility_s)
+            return got
+        return await self._receives.submit((record.id, visibility_s), (record, n))
+
+    def _receive_group(self, key: tuple[int, int | None],
+                       wants: Sequence[tuple[QueueRecord, int]]) -> list[list[ReceivedMessage]]:
+        """One lease for the group, handed out in arrival order (store thread)."""
+        got = self.queues._receive_step(wants[0][0], sum(n for _, n in wants), key[1])
+        out, at = [], 0
+        for _, n in wants:
+            out.append(got[at:at + n])
+            at += n
+        return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -66,6 +66,10 @@ CROSS_PROCESS_POLL_S = 0.5
 _tokens = random.Random()
 PURGE_INTERVAL_MS = 60_000
 QUEUE_CACHE_S = 1.0
+
+
+#: One look for messages during a long poll: (queue, how many, visibility) → messages.
+Attempt = Callable[[QueueRecord, int, int | None], Awaitable[list[ReceivedMessage]]]
 
 
 @dataclass(frozen=True)
@@ -315,16 +319,22 @@ class QueueService(Redrive):
             default_delay_s=0 if not a.fifo else a.delay_s, max_delay_s=0 if not a.fifo else 900,
             max_bytes=a.max_message_bytes, retention_s=a.retention_s, scheduled_at=scheduled_at)
 
+    def _fresh(self, name: str) -> QueueRecord | None:
+        """The cached record if it is fresh enough to use without a store read."""
+        hit = self._queue_cache.get(name)
+        if hit is not None and time.monotonic() - hit[0] < QUEUE_CACHE_S:
+            return hit[1]
+        return None
+
     def get_queue_cached(self, name: str) -> QueueRecord:
         """The queue's record, at most `QUEUE_CACHE_S` old. SQS itself documents that
         attribute changes take up to 60 s to propagate; changes made through this service
         are seen at once (the cache entry is dropped)."""
-        now = time.monotonic()
-        hit = self._queue_cache.get(name)
-        if hit is not None and now - hit[0] < QUEUE_CACHE_S:
-            return hit[1]
+        hit = self._fresh(name)
+        if hit is not None:
+            return hit
         record = self.store.get_queue(name)
-        self._queue_cache[name] = (now, record)
+        self._queue_cache[name] = (time.monotonic(), record)
         return record
 
     # receiving -------------------------------------------------------------------------------
@@ -420,15 +430,25 @@ class QueueService(Redrive):
 
     async def receive_async(self, bridge: Any, queue: str, max_messages: int = 1, *,
                             wait_s: int | None = None, visibility_s: int | None = None,
-                            ) -> list[ReceivedMessage]:
-        """Receive, long polling up to `wait_s` seconds without holding a thread."""
-        record, n, vt, wait = await bridge.run(
-            self._receive_args, queue, max_messages, wait_s, visibility_s)
+                            attempt: Attempt | None = None) -> list[ReceivedMessage]:
+        """Receive, long polling up to `wait_s` seconds without holding a thread. Each
+        look is `attempt(record, n, visibility)`: by default its own store call; the
+        server's group commit passes one that shares a transaction with other receives."""
+        if self._fresh(queue) is not None:  # validated here: no hop to the store thread
+            record, n, vt, wait = self._receive_args(queue, max_messages, wait_s, visibility_s)
+        else:
+            record, n, vt, wait = await bridge.run(
+                self._receive_args, queue, max_messages, wait_s, visibility_s)
+        if attempt is None:
+            async def attempt(r: QueueRecord, k: int, v: int | None) -> list[ReceivedMessage]:
+                got: list[ReceivedMessage] = await bridge.run(self._receive_step, r, k, v)
+                return got
+
         channel = queue_channel(record.id)
         deadline = time.monotonic() + wait
         while True:
             seen = self.notifier.version(channel)
-            got: list[ReceivedMessage] = await bridge.run(self._receive_step, record, n, vt)
+            got = await attempt(record, n, vt)
             if got or time.monotonic() >= deadline:
                 return got
             pause = await bridge.run(self._pause, record, deadline)

@@ -25,12 +25,12 @@ import json
 import logging
 from dataclasses import replace
 
-from tidings.email.batching import Batcher
 from tidings.email.mime import DkimSigner, Outgoing, message_bytes
 from tidings.email.service import EmailService, Prepared
 from tidings.email.sesv2 import RawEmailMessage, parse_send_email
 from tidings.email.smtp import SmtpPermanentError, SmtpSender, SmtpTemporaryError
 from tidings.email.templates import RenderingError
+from tidings.engine.batching import Batcher
 from tidings.engine.bridge import Bridge
 from tidings.errors import TemplateNotFound, TidingsError, ValidationError
 from tidings.model.email import (
@@ -57,10 +57,12 @@ class EmailDelivery:
         self.relay = settings.smtp_url
         self.smtp = SmtpSender(max_connections=settings.smtp_max_connections,
                                max_rate=settings.smtp_max_rate)
-        self._prepare: Batcher[tuple[EmailMessage, str], Prepared] = Batcher(
-            bridge, service.prepare_many)
-        self._record: Batcher[tuple[Delivery, tuple[str, ...]], bool] = Batcher(
-            bridge, service.record_many)
+        # Concurrent deliveries share one store trip for their reads and one transaction
+        # for their outcomes (group commit); each still waits for its own result.
+        self._prepare: Batcher[None, tuple[EmailMessage, str], Prepared] = Batcher(
+            bridge, lambda _, requests: service.prepare_many(requests))
+        self._record: Batcher[None, tuple[Delivery, tuple[str, ...]], bool] = Batcher(
+            bridge, lambda _, outcomes: service.record_many(outcomes))
         self.dkim: DkimSigner | None = None
         if settings.dkim_key_file:
             if not settings.dkim_selector or not settings.dkim_domain:
@@ -78,7 +80,7 @@ class EmailDelivery:
         if target.options.get("unsubscribe") is False:
             msg = replace(msg, unsubscribe=False)
         try:
-            prep = await self._prepare.submit((msg, ctx.execution_id))
+            prep = await self._prepare.submit(None, (msg, ctx.execution_id))
         except (TemplateNotFound, ValidationError) as exc:
             # the template was deleted since, or is no longer valid: permanent. A store
             # outage is not caught here: the consumer retries the job as for any failure.
@@ -118,7 +120,7 @@ class EmailDelivery:
             result = await self.smtp.send(self.relay, bare_address(msg.from_address),
                                           recipients, data)
         except SmtpTemporaryError as exc:
-            await self._record.submit((replace(record, detail=str(exc)[:2000],
+            await self._record.submit(None, (replace(record, detail=str(exc)[:2000],
                                                updated_at=self.service.clock.now_ms()), ()))
             raise DeliveryError(f"SMTP{exc.code}" if exc.code else "SMTPConnection",
                                 str(exc)) from None
@@ -149,7 +151,7 @@ class EmailDelivery:
     async def _final(self, record: Delivery, state: DeliveryState, detail: str,
                      bounced: tuple[str, ...] = ()) -> None:
         # updated_at is when the outcome was known (after any wait for the relay)
-        await self._record.submit((replace(record, state=state, detail=detail[:2000],
+        await self._record.submit(None, (replace(record, state=state, detail=detail[:2000],
                                            updated_at=self.service.clock.now_ms()), bounced))
 
     async def gave_up(self, ctx: FiringContext, failure: DeliveryError, attempts: int) -> None:

@@ -290,8 +290,8 @@ async def receive_message(c: Call, req: dict[str, Any]) -> Result:
     system.update(string_list(req, "MessageSystemAttributeNames"))
     patterns = string_list(req, "MessageAttributeNames")
     count = optional_int(req, "MaxNumberOfMessages")
-    got = await c.t.queues.receive_async(
-        c.bridge, name, 1 if count is None else count, wait_s=optional_int(req, "WaitTimeSeconds"),
+    got = await c.coalescer.receive(
+        name, 1 if count is None else count, wait_s=optional_int(req, "WaitTimeSeconds"),
         visibility_s=optional_int(req, "VisibilityTimeout"))
     if not got:
         return {}

@@ -115,8 +115,8 @@ async def receive_messages(
     = None,
 ) -> dict[str, Any]:
     """Receive messages, waiting up to `wait` seconds for the first one to arrive."""
-    got = await ctx.t.queues.receive_async(ctx.bridge, name, max_messages, wait_s=wait,
-                                           visibility_s=visibility_timeout)
+    got = await ctx.coalescer.receive(name, max_messages, wait_s=wait,
+                                      visibility_s=visibility_timeout)
     return {"messages": [message_json(m) for m in got]}
 
 
