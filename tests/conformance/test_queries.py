@@ -11,10 +11,11 @@ from tidings.store.sqlfiles import queries
 STORE = Path(__file__).resolve().parents[2] / "src" / "tidings" / "store"
 #: What only one driver runs: its transaction control, locks, wake-ups and fast paths.
 ONLY = {
-    "sqlite": {"begin", "commit", "rollback"},
+    "sqlite": {"begin", "commit", "rollback", "delete_message", "finish_job", "reserve_job",
+               "job_key_states"},
     "postgres": {"lock", "try_lock", "notify", "copy_messages", "send_messages",
                  "delete_messages", "stage_schedules", "copy_schedules",
-                 "insert_staged_schedules"},
+                 "insert_staged_schedules", "finish_jobs", "reserve_job_keys"},
 }
 
 

@@ -87,6 +87,20 @@ class Driver(Protocol):
         receipts that deleted their message (two receipts of one message differ)."""
         ...
 
+    def finish_jobs(self, queue_id: int, acks: Sequence[tuple[int, int, str]], now: int,
+                    ) -> set[tuple[int, int]]:
+        """For each (row id, lease token, job key): delete the message if the receipt
+        still holds it, mark the key done, adjust the count; committed. Returns the
+        receipts that deleted their message."""
+        ...
+
+    def reserve_job_keys(self, queue_id: int, leases: Sequence[tuple[str, int]], until: int,
+                         now: int) -> list[tuple[bool, str | None]]:
+        """Reserve each (distinct) job key with its token until `until`, where it has no
+        row or its holder's lease ran out; committed. Per key: (reserved, its state before
+        when not reserved)."""
+        ...
+
     def insert_schedule_rows(self, conn: Conn, rows: Sequence[Row]) -> int:
         """Insert schedule rows, skipping existing (group, name); returns how many went in."""
         ...

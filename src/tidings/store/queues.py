@@ -187,27 +187,19 @@ class SqlQueues(SqlBase):
         return done
 
     def complete_jobs(self, queue_id: int, acks: Sequence[JobAck], now: int) -> list[bool]:
-        with self.driver.tx() as conn:
-            done = self.driver.run_each(conn, "delete_message", [
-                (a.receipt.row_id, a.receipt.lease_token, queue_id) for a in acks], key=2)
-            # Each handler ran to success, whether or not its lease still held: the key is
-            # done, so a copy someone else received meanwhile is acknowledged unrun.
-            self.driver.run_each(conn, "finish_job", [(a.job_id, queue_id, now) for a in acks])
-            if any(done):
-                self._add_count(conn, queue_id, -sum(done))
-        return done
+        # Each handler ran to success, whether or not its lease still held: every key is
+        # marked done, so a copy someone else received meanwhile is acknowledged unrun.
+        gone = self.driver.finish_jobs(queue_id, [
+            (a.receipt.row_id, a.receipt.lease_token, a.job_id) for a in acks], now)
+        return [(a.receipt.row_id, a.receipt.lease_token) in gone for a in acks]
 
     def reserve_jobs(self, queue_id: int, leases: Sequence[JobLease], until: int,
                      now: int) -> list[Reservation]:
-        with self.driver.tx() as conn:
-            got = self.driver.run_each(conn, "reserve_job", [
-                (lease.job_key, queue_id, lease.token, until, now) for lease in leases])
-            taken = [lease.job_key for lease, ok in zip(leases, got, strict=True) if not ok]
-            states = dict(conn.execute(self.q["job_key_states"], (
-                queue_id, self.driver.array(taken))).fetchall()) if taken else {}
-        return [Reservation.RESERVED if ok else
-                Reservation.DONE if states.get(lease.job_key) == JobKeyState.DONE else
-                Reservation.BUSY for lease, ok in zip(leases, got, strict=True)]
+        answers = self.driver.reserve_job_keys(
+            queue_id, [(lease.job_key, lease.token) for lease in leases], until, now)
+        return [Reservation.RESERVED if reserved else
+                Reservation.DONE if state == JobKeyState.DONE else Reservation.BUSY
+                for reserved, state in answers]
 
     def extend_jobs(self, queue_id: int, leases: Sequence[JobLease], until: int) -> None:
         with self.driver.tx() as conn:

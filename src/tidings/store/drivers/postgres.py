@@ -131,6 +131,25 @@ class PostgresDriver:
                 [r[0] for r in receipts], [r[1] for r in receipts], queue_id, queue_id,
                 self.count_shard())).fetchall()}
 
+    def finish_jobs(self, queue_id: int, acks: Sequence[tuple[int, int, str]], now: int,
+                    ) -> set[tuple[int, int]]:
+        # One statement committing on its own (the deletes, the done records, the count):
+        # one round trip and one WAL flush per group of acknowledgements.
+        with self.auto() as conn:
+            return {(r[0], r[1]) for r in conn.execute(self.queries["finish_jobs"], {
+                "ids": [a[0] for a in acks], "tokens": [a[1] for a in acks],
+                "keys": [a[2] for a in acks], "queue": queue_id, "now": now,
+                "shard": self.count_shard()}).fetchall()}
+
+    def reserve_job_keys(self, queue_id: int, leases: Sequence[tuple[str, int]], until: int,
+                         now: int) -> list[tuple[bool, str | None]]:
+        with self.auto() as conn:
+            found = {r[0]: (bool(r[1]), r[2]) for r in conn.execute(
+                self.queries["reserve_job_keys"], {
+                    "keys": [k for k, _ in leases], "tokens": [t for _, t in leases],
+                    "queue": queue_id, "until": until, "now": now}).fetchall()}
+        return [found[key] for key, _ in leases]
+
     def insert_schedule_rows(self, conn: PgConn, rows: Sequence[Row]) -> int:
         # COPY (binary: no text parsing server-side) into a per-session staging table,
         # then one INSERT … SELECT that skips existing (group, name) pairs.

@@ -133,5 +133,29 @@ class SQLiteDriver:
                 conn.execute(self.queries["add_count"], (queue_id, 0, -len(gone)))
         return gone
 
+    def finish_jobs(self, queue_id: int, acks: Sequence[tuple[int, int, str]], now: int,
+                    ) -> set[tuple[int, int]]:
+        q = self.queries
+        with self.tx() as conn:
+            done = self.run_each(conn, "delete_message",
+                                 [(row_id, token, queue_id) for row_id, token, _ in acks], key=2)
+            self.run_each(conn, "finish_job", [(key, queue_id, now) for _, _, key in acks])
+            gone = {(row_id, token) for (row_id, token, _), ok in zip(acks, done, strict=True)
+                    if ok}
+            if gone:
+                conn.execute(q["add_count"], (queue_id, 0, -len(gone)))
+        return gone
+
+    def reserve_job_keys(self, queue_id: int, leases: Sequence[tuple[str, int]], until: int,
+                         now: int) -> list[tuple[bool, str | None]]:
+        with self.tx() as conn:
+            got = self.run_each(conn, "reserve_job", [
+                (key, queue_id, token, until, now) for key, token in leases])
+            taken = [key for (key, _), ok in zip(leases, got, strict=True) if not ok]
+            states = dict(conn.execute(self.queries["job_key_states"], (
+                queue_id, self.array(taken))).fetchall()) if taken else {}
+        return [(ok, None if ok else states.get(key))
+                for (key, _), ok in zip(leases, got, strict=True)]
+
     def insert_schedule_rows(self, conn: sqlite3.Connection, rows: Sequence[Row]) -> int:
         return int(conn.executemany(self.queries["insert_schedule"], rows).rowcount)

@@ -222,14 +222,6 @@ FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], 
 WHERE m.id = r.id AND m.queue_id = r.queue_id AND m.lease_token = r.token
 RETURNING m.id, r.token;
 
--- name: delete_message
--- (id, lease token, queue)[]: a stale receipt's token no longer matches. A receipt is
--- keyed by (id, lease token): two receipts of one message differ.
-DELETE FROM messages AS m
-USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS r(id, token, queue_id)
-WHERE m.id = r.id AND m.queue_id = r.queue_id AND m.lease_token = r.token
-RETURNING m.id, r.token;
-
 -- name: delete_messages
 -- The delete of a batch of receipts and its count in one statement (committing on its
 -- own); RETURNING says which went.
@@ -254,30 +246,45 @@ WHERE m.id = c.id AND m.queue_id = c.queue_id AND m.lease_token = c.token
   AND m.visible_at > c.now
 RETURNING m.id, c.token;
 
--- name: finish_job
--- (job key, queue, done at)[]: the handlers ran to success.
-INSERT INTO job_keys (queue_id, job_key, state, done_at)
-SELECT DISTINCT ON (queue_id, job_key) queue_id, job_key, 'done', done_at
-FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS j(job_key, queue_id, done_at)
-ON CONFLICT (queue_id, job_key) DO UPDATE SET
-    state = 'done', done_at = excluded.done_at, lease_token = NULL, lease_until = NULL
-RETURNING job_key;
-
--- name: reserve_job
--- (job key, queue, token, until, now)[]: a new key, or one whose holder's lease ran out.
-WITH j AS (
-    SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])
-    AS j(job_key, queue_id, token, lease_until, now)
+-- name: finish_jobs
+-- A group of acknowledgements in one statement (committing on its own): delete each
+-- message its receipt still holds, mark every key done, adjust the count.
+WITH acks AS (
+    SELECT * FROM unnest(%(ids)b::bigint[], %(tokens)b::bigint[], %(keys)b::text[])
+    AS a(id, token, job_key)
+), gone AS (
+    DELETE FROM messages AS m USING acks
+    WHERE m.id = acks.id AND m.queue_id = %(queue)b AND m.lease_token = acks.token
+    RETURNING m.id, acks.token
+), finished AS (
+    INSERT INTO job_keys (queue_id, job_key, state, done_at)
+    SELECT DISTINCT %(queue)b::bigint, job_key, 'done', %(now)b::bigint FROM acks
+    ON CONFLICT (queue_id, job_key) DO UPDATE SET
+        state = 'done', done_at = excluded.done_at, lease_token = NULL, lease_until = NULL
+), counted AS (
+    INSERT INTO queue_counts (queue_id, shard, n)
+    SELECT %(queue)b, %(shard)b, -COUNT(*) FROM gone HAVING COUNT(*) > 0
+    ON CONFLICT (queue_id, shard) DO UPDATE SET n = queue_counts.n + excluded.n
 )
-INSERT INTO job_keys (queue_id, job_key, state, lease_token, lease_until)
-SELECT queue_id, job_key, 'running', token, lease_until FROM j
-ON CONFLICT (queue_id, job_key) DO UPDATE SET
-    lease_token = excluded.lease_token, lease_until = excluded.lease_until
-WHERE job_keys.state = 'running' AND job_keys.lease_until <= (SELECT max(now) FROM j)
-RETURNING job_key;
+SELECT id, token FROM gone;
 
--- name: job_key_states
-SELECT job_key, state FROM job_keys WHERE queue_id = %s AND job_key = ANY(%s);
+-- name: reserve_job_keys
+-- A group of reservations in one statement: each key is taken where it has no row or
+-- its holder's lease ran out; the outer SELECT sees the rows as they were before, so a
+-- key not taken says why (done, or running elsewhere).
+WITH j AS (
+    SELECT * FROM unnest(%(keys)b::text[], %(tokens)b::bigint[]) AS j(job_key, token)
+), got AS (
+    INSERT INTO job_keys (queue_id, job_key, state, lease_token, lease_until)
+    SELECT %(queue)b, job_key, 'running', token, %(until)b FROM j
+    ON CONFLICT (queue_id, job_key) DO UPDATE SET
+        lease_token = excluded.lease_token, lease_until = excluded.lease_until
+    WHERE job_keys.state = 'running' AND job_keys.lease_until <= %(now)b
+    RETURNING job_key
+)
+SELECT j.job_key, got.job_key IS NOT NULL, k.state
+FROM j LEFT JOIN got USING (job_key)
+LEFT JOIN job_keys AS k ON k.queue_id = %(queue)b AND k.job_key = j.job_key;
 
 -- name: extend_job
 -- (job key, queue, token, until)[]
