@@ -1,21 +1,32 @@
 """tidings: durable queues, schedules and per-recipient delivery in one process.
 
     import tidings
-    t = tidings.connect("sqlite:///tidings.db")
-    t.queues.create_queue("jobs")
-    t.queues.send("jobs", '{"type": "invoice.generate", "id": 42}')
+    app = tidings.App(queue="jobs", db="sqlite:///tidings.db")
+
+    @app.task
+    def generate(invoice_id: int) -> None: ...
+
+    generate.send(invoice_id=42)   # `tidings serve --app module:app` runs it
 """
 
+from tidings.app import App
 from tidings.client import Tidings, connect
-from tidings.engine.consumers import App, Job
+from tidings.engine.consumers import Job
 from tidings.errors import TidingsError, ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.messages import OutgoingMessage
 from tidings.model.queues import RedriveAllowPolicy, RedrivePolicy
+from tidings.model.schedules import ScheduleSpec, Target
+from tidings.tasks.sending import JobHandle
+from tidings.tasks.task import Task
 
 __all__ = [
     "App",
     "Job",
+    "JobHandle",
+    "ScheduleSpec",
+    "Target",
+    "Task",
     "MessageAttributeValue",
     "OutgoingMessage",
     "RedriveAllowPolicy",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib
 import ipaddress
 import logging
@@ -20,6 +21,7 @@ import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tidings.app import App as TaskApp
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
 from tidings.engine.coalesce import Coalescer
@@ -30,6 +32,7 @@ from tidings.engine.internal_queues import EMAIL_QUEUE, ensure_internal_queues
 from tidings.engine.sweeper import Sweeper
 from tidings.errors import ValidationError
 from tidings.settings import Settings
+from tidings.store import DEFAULT_URL
 from tidings.targets.email import EmailDelivery
 
 if TYPE_CHECKING:
@@ -76,6 +79,8 @@ class Node:
                     job_memory_s=settings.job_memory_s)
         ]
         ensure_internal_queues(t.queues)
+        if isinstance(app, TaskApp):
+            app.start(t)  # its queues and periodic schedules; its sends go to this node
         self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock, t.notifier,
                                      self.bridge, idle_poll_s=idle_poll_s)
         self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret(),
@@ -152,6 +157,14 @@ class Node:
     failed = False
 
 
+def with_app_db(settings: Settings, app: App | None) -> Settings:
+    """The app's `db` unless `--db` or `TIDINGS_DB` named another database."""
+    db = getattr(app, "db", None)
+    if db and settings.db == DEFAULT_URL:
+        return dataclasses.replace(settings, db=db)
+    return settings
+
+
 def _setup_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -171,8 +184,9 @@ def serve(settings: Settings) -> None:
     import uvicorn
 
     _setup_logging(settings.log_level)
-    t = Tidings(settings=settings)
     app = load_app(settings.app) if settings.app else None
+    settings = with_app_db(settings, app)
+    t = Tidings(settings=settings)
     node = Node(t, settings, app=app)
     asgi = node.http_app()
     log.info("tidings serving %s on http://%s:%d%s", t.database_url, settings.host, settings.port,
@@ -208,8 +222,10 @@ def work(settings: Settings) -> None:
     _setup_logging(settings.log_level)
     if not settings.app:
         raise ValidationError("app", "tidings worker needs --app module:app")
+    app = load_app(settings.app)
+    settings = with_app_db(settings, app)
     t = Tidings(settings=settings)
-    node = Node(t, settings, app=load_app(settings.app))
+    node = Node(t, settings, app=app)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

@@ -15,7 +15,8 @@ ONLY = {
                "job_key_states"},
     "postgres": {"lock", "try_lock", "notify", "copy_messages", "send_messages",
                  "delete_messages", "stage_schedules", "copy_schedules",
-                 "insert_staged_schedules", "finish_jobs", "reserve_job_keys"},
+                 "insert_staged_schedules", "finish_jobs", "reserve_job_keys",
+                 "current_schema", "set_search_path"},
 }
 
 

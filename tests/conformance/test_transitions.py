@@ -116,6 +116,10 @@ class Probe:
             s.purge_queue(q, NOW)
         elif op is MessageOp.MOVE:
             s.move_messages(q, self.dlq.id, 10, NOW)
+        elif op is MessageOp.CANCEL:
+            # by the instant it is visible from now, as a task handle knows it
+            [m] = s.peek_messages(q, None, 1)
+            s.cancel_message(q, m.message_id, m.visible_at, NOW)
 
 
 LIVE = [MessageState.DELAYED, MessageState.VISIBLE, MessageState.IN_FLIGHT]

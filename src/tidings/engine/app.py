@@ -6,8 +6,10 @@ A message is a job when its body is JSON `{"type": …, "id": …, …}`. A job'
 key) is `type:id` on its queue; a job fired by a schedule whose id does not name the
 occurrence is also told apart by the occurrence (`type:id@<scheduled time>`), so a
 recurring schedule's job runs at every occurrence while retries of one occurrence are
-still recognised. A message that can never succeed (not JSON, no type, a type no handler
-on its queue takes) is poison: by default it goes to the dead-letter queue at once.
+still recognised; `"once": true` in the body says the id alone is the identity (a task
+sent for later through a one-shot schedule runs once per id, like one sent now). A message
+that can never succeed (not JSON, no type, a type no handler on its queue takes) is
+poison: by default it goes to the dead-letter queue at once.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ class Job:
     def key(self) -> str:
         """The job's identity on its queue: what runs to success at most once."""
         base = f"{self.type}:{self.id}"
-        if self.scheduled_time is None or self.scheduled_time in self.id:
+        if (self.scheduled_time is None or self.scheduled_time in self.id
+                or self.payload.get("once") is True):
             return base
         return f"{base}@{self.scheduled_time}"
 

@@ -8,10 +8,11 @@ async flavour (`receive_async`) sharing one step function, so neither busy-polls
 from __future__ import annotations
 
 import base64
+import json
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -228,20 +229,32 @@ class QueueService(Redrive):
 
     # sending ---------------------------------------------------------------------------------
 
-    def send(self, queue: str, body: str, *, delay_s: int | None = None,
+    def send(self, queue: str, body: Any, *, delay_s: int | None = None,
              attributes: Mapping[str, MessageAttributeValue] | None = None,
              group_id: str | None = None, deduplication_id: str | None = None,
              max_delay_s: int | None = None, deliver_at: datetime | None = None,
-             ) -> SendResult:
+             connection: Any = None) -> SendResult:
         """Send one message; `deliver_at` (an aware datetime, to the millisecond) makes it
-        receivable from that instant, up to the queue's retention period ahead."""
+        receivable from that instant, up to the queue's retention period ahead. A body
+        that is not a string is sent as its JSON text (as the HTTP API takes an object).
+        `connection`: the application's own PostgreSQL connection, whose transaction the
+        message then commits or rolls back with."""
         at_ms = None if deliver_at is None else to_ms(deliver_at, "deliver_at")
         if at_ms is not None and max_delay_s is None:
             max_delay_s = MAX_RETENTION_S
-        msg = OutgoingMessage(body, delay_s, attributes or {}, group_id, deduplication_id,
-                              deliver_at=at_ms)
-        results, failures = self.send_batch(queue, [msg], max_delay_s=max_delay_s, _single=True)
-        return results[0]
+        msg = OutgoingMessage(json_body(body), delay_s, attributes or {}, group_id,
+                              deduplication_id, deliver_at=at_ms)
+        outcome = self.send_group(queue, [msg], max_delay_s=max_delay_s, connection=connection)
+        if isinstance(outcome[0], TidingsError):
+            raise outcome[0]
+        return outcome[0]
+
+    def cancel(self, queue: str, message_id: str, visible_at: int) -> bool:
+        """Withdraw a delayed message before it becomes visible (what a task handle's
+        `cancel()` does); False if it is already visible, received or gone."""
+        record = self.get_queue_cached(queue)
+        return self.store.cancel_message(record.id, message_id, visible_at,
+                                         self.clock.now_ms())
 
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage], *,
                    max_delay_s: int | None = None, _single: bool = False,
@@ -252,6 +265,9 @@ class QueueService(Redrive):
         queue's retention period instead, so a message can wait days.
         """
         if not _single:
+            # Entry ids only tell the per-entry results apart: numbered when none is given.
+            if messages and all(m.entry_id is None for m in messages):
+                messages = [replace(m, entry_id=str(i)) for i, m in enumerate(messages)]
             validate_batch_ids([m.entry_id for m in messages])
         outcome = self.send_group(queue, messages, max_delay_s=max_delay_s,
                                   max_total_bytes=None if _single else True)
@@ -267,7 +283,7 @@ class QueueService(Redrive):
 
     def send_group(self, queue: str, messages: Sequence[OutgoingMessage], *,
                    max_delay_s: int | None = None, max_total_bytes: bool | None = None,
-                   ) -> list[SendResult | TidingsError]:
+                   connection: Any = None) -> list[SendResult | TidingsError]:
         """Send any number of messages in one transaction, each validated on its own: the
         result list holds a SendResult or the error of each. The group commit of concurrent
         single sends (`Coalescer`) and batches both land here."""
@@ -296,7 +312,8 @@ class QueueService(Redrive):
         if max_total_bytes and total > MAX_MESSAGE_BYTES:
             raise BatchError("BatchRequestTooLong", "Batch requests cannot be longer than"
                              f" {MAX_MESSAGE_BYTES} bytes")
-        stored = self.store.send_messages(record.id, prepared, fifo=attrs.fifo, now=now)
+        stored = self.store.send_messages(record.id, prepared, fifo=attrs.fifo, now=now,
+                                          connection=connection)
         self.notifier.notify(queue_channel(record.id))
         for i, p, st in zip(slots, prepared, stored, strict=True):
             out[i] = SendResult(
@@ -560,6 +577,17 @@ def with_error(attributes: dict[str, MessageAttributeValue], error: str,
     merged = {**{k: MessageAttributeValue("String", v) for k, v in extra.items()},
               **attributes}
     return merged, md5_of_attributes(merged)
+
+
+def json_body(body: Any) -> str:
+    """A message body: a string as it is, anything else as its JSON text."""
+    if isinstance(body, str):
+        return body
+    try:
+        return json.dumps(body, ensure_ascii=False)
+    except (TypeError, ValueError):
+        raise ValidationError("MessageBody", "must be a string or a JSON-serialisable value, "
+                              f"not {type(body).__name__}") from None
 
 
 def _encode_token(name: str) -> str:

@@ -204,12 +204,14 @@ class ScheduleService:
                                               spec.flexible_window_minutes)
         return NewSchedule(spec, occurrence, due)
 
-    def create(self, spec: ScheduleSpec) -> Schedule:
+    def create(self, spec: ScheduleSpec, *, connection: Any = None) -> Schedule:
+        """`connection`: the application's own PostgreSQL connection, whose transaction
+        the schedule then commits or rolls back with."""
         spec = spec.validated()
         now = self.clock.now_ms()
         self._check_target(spec)
         row = self._row(spec, now, now)
-        made = self.store.create_schedule(row, now)
+        made = self.store.create_schedule(row, now, connection)
         if made is None:
             self.store.get_group(spec.group)  # GroupNotFound, or the name is taken:
             try:
@@ -343,6 +345,24 @@ class ScheduleService:
         updated = self.store.replace_schedule(row, self.clock.now_ms())
         self._wake(row.due_at)
         return updated
+
+    def put(self, spec: ScheduleSpec) -> Schedule:
+        """Create or replace: what a setup script re-run, or an app declaring its
+        periodic jobs at every start, wants. A schedule already stored as given is left
+        untouched (its next occurrence is not recomputed), so N nodes starting together
+        agree and nothing fires twice."""
+        try:
+            return self.create(spec)
+        except ConflictError:
+            pass
+        try:
+            existing = self.store.get_schedule(spec.group, spec.name)
+        except ScheduleNotFound:  # deleted in between: create it again
+            return self.create(spec)
+        if replace(existing.spec, client_token=None) == replace(spec.validated(),
+                                                                client_token=None):
+            return existing
+        return self.update(spec)
 
     def set_state(self, name: str, state: ScheduleState, group: str = DEFAULT_GROUP) -> Schedule:
         existing = self.store.get_schedule(group, name)

@@ -83,6 +83,39 @@ class Target:
         if timeout is not None:
             check_range("Target.timeout_s", timeout, 1, 300, " seconds")
 
+    # Named constructors: what a Python user writes (`tidings.Target.queue("jobs", {...})`).
+    # An input that is not a string is sent as its JSON text.
+
+    @classmethod
+    def queue(cls, name: str, input: Any = None, *, message_group_id: str | None = None,
+              **fields: Any) -> Target:
+        """Write `input` as a message into queue `name` at each firing."""
+        return cls(TargetKind.QUEUE, name, input=_input(input),
+                   message_group_id=message_group_id, **fields)
+
+    @classmethod
+    def webhook(cls, url: str, input: Any = None, *, headers: dict[str, str] | None = None,
+                secret: str | None = None, timeout_s: int | None = None,
+                **fields: Any) -> Target:
+        """POST `input` to `url` (signed with `secret` if given), retried on failure."""
+        options = {k: v for k, v in (("headers", headers), ("secret", secret),
+                                     ("timeout_s", timeout_s)) if v is not None}
+        return cls(TargetKind.WEBHOOK, url, input=_input(input), options=options, **fields)
+
+    @classmethod
+    def function(cls, name: str, input: Any = None, **fields: Any) -> Target:
+        """Call the app's function registered as `name` (`@app.function()`)."""
+        return cls(TargetKind.FUNCTION, name, input=_input(input), **fields)
+
+    @classmethod
+    def email(cls, document: Any, *, unsubscribe: bool | None = None,
+              **fields: Any) -> Target:
+        """Send an email: `document` is an SES v2 SendEmail request (a dict or its JSON),
+        e.g. `{"FromEmailAddress": …, "Destination": {"ToAddresses": […]},
+        "Content": {"Template": {"TemplateName": …, "TemplateData": "{…}"}}}`."""
+        options = {} if unsubscribe is None else {"unsubscribe": unsubscribe}
+        return cls(TargetKind.EMAIL, "", input=_input(document), options=options, **fields)
+
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"kind": self.kind.value, "destination": self.destination}
         for key in ("input", "message_group_id", "dead_letter_queue", "role_arn", "arn"):
@@ -107,6 +140,16 @@ class Target:
             if rp else RetryPolicy(),
             dead_letter_queue=doc.get("dead_letter_queue"), role_arn=doc.get("role_arn"),
             options=dict(doc.get("options") or {}), arn=doc.get("arn"))
+
+
+def _input(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        raise ValidationError("Target.Input", "must be a string or a JSON-serialisable value")\
+            from None
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ class MessageOp(StrEnum):
     EXPIRE = "expire_messages"
     PURGE = "purge_queue"
     MOVE = "move_messages"  # out of a DLQ (redrive / move task)
+    CANCEL = "cancel_message"  # a delayed job withdrawn by its sender before it is due
 
 
 _LIVE = frozenset({MessageState.DELAYED, MessageState.VISIBLE, MessageState.IN_FLIGHT})
@@ -102,6 +103,8 @@ MESSAGE_TRANSITIONS: dict[MessageOp, MessageTransition] = {
     MessageOp.PURGE: MessageTransition(_LIVE, MessageState.GONE),
     # Redrive takes what is in the DLQ, in flight or not (SQS moves "all messages").
     MessageOp.MOVE: MessageTransition(_LIVE, MessageState.VISIBLE),
+    # Only before it is due: a visible or running job is no longer the sender's to take.
+    MessageOp.CANCEL: MessageTransition(frozenset({MessageState.DELAYED}), MessageState.GONE),
 }
 
 

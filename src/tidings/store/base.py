@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from tidings.model.campaigns import CampaignRecord, Step
 from tidings.model.email import Delivery, StoredTemplate, Suppression, SuppressionReason
@@ -122,9 +122,17 @@ class QueueStore(Protocol):
     def queue_counts(self, queue_id: int, now: int) -> QueueCounts: ...
 
     def send_messages(self, queue_id: int, messages: Sequence[NewMessage], *, fifo: bool,
-                      now: int) -> list[StoredSend]:
+                      now: int, connection: Any = None) -> list[StoredSend]:
         """Insert all messages in one transaction; FIFO duplicates within the window are
-        acknowledged with the original's id and not stored again."""
+        acknowledged with the original's id and not stored again. With `connection` (an
+        application's own database connection, PostgreSQL only) the rows are written in
+        that connection's transaction: committed or rolled back with it."""
+        ...
+
+    def cancel_message(self, queue_id: int, message_id: str, visible_at: int, now: int,
+                       ) -> bool:
+        """Delete a delayed message (never received, not visible before `visible_at`,
+        which locates it) if it is still delayed at `now`; whether it was."""
         ...
 
     def receive_messages(self, params: ReceiveParams) -> ReceiveOutcome:
@@ -257,11 +265,13 @@ class ScheduleStore(Protocol):
         """Insert many schedules in one transaction; False where (group, name) exists."""
         ...
 
-    def create_schedule(self, row: NewSchedule, now: int) -> Schedule | None:
+    def create_schedule(self, row: NewSchedule, now: int, connection: Any = None,
+                        ) -> Schedule | None:
         """Insert one schedule and return it as stored, in one statement; None when its
         group does not exist or the name is taken (the caller tells which). Returning the
         row (instead of reading it back) also serves a one-shot due now, which a
-        dispatcher may fire and delete a moment later."""
+        dispatcher may fire and delete a moment later. `connection`: as for
+        `send_messages`."""
         ...
 
     def insert_schedule_rows(self, rows: Sequence[ScheduleRow],

@@ -42,6 +42,11 @@ class Driver(Protocol):
 
     def close(self) -> None: ...
 
+    def borrow(self, connection: Any) -> AbstractContextManager[Conn]:
+        """The application's own connection, made to write tidings' tables inside its
+        current transaction (a savepoint of it); refused where the backend cannot."""
+        ...
+
     def array(self, values: Sequence[Any]) -> Any:
         """A list bound as one parameter (`IN (SELECT value FROM json_each(?))` /
         `= ANY(%s)`)."""

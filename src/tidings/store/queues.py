@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from tidings.errors import ConflictError, QueueNotFound
 from tidings.model.messages import NewMessage, StoredMessage
@@ -107,7 +108,10 @@ class SqlQueues(SqlBase):
     # messages ---------------------------------------------------------------------------
 
     def send_messages(self, queue_id: int, messages: Sequence[NewMessage], *, fifo: bool,
-                      now: int) -> list[StoredSend]:
+                      now: int, connection: Any = None) -> list[StoredSend]:
+        if connection is not None:
+            with self.driver.borrow(connection) as conn:
+                return self._write_messages(conn, queue_id, messages, fifo, now)
         if fifo:
             with self.driver.tx() as conn:
                 return self._write_messages(conn, queue_id, messages, fifo, now)
@@ -231,6 +235,15 @@ class SqlQueues(SqlBase):
         return [rows.stored_message(r, False) for r in self._all("peek_messages", {
             "queue": queue_id, "after_visible": after_visible, "after_id": after_id,
             "limit": limit})]
+
+    def cancel_message(self, queue_id: int, message_id: str, visible_at: int, now: int,
+                       ) -> bool:
+        with self.driver.tx() as conn:
+            gone = conn.execute(self.q["cancel_message"],
+                                (queue_id, visible_at, message_id, now)).fetchone()
+            if gone is not None:
+                self._add_count(conn, queue_id, -1)
+        return gone is not None
 
     def next_visible_at(self, queue_id: int, now: int) -> int | None:
         row = self._one("next_visible_at", (queue_id, now))

@@ -95,9 +95,11 @@ class SqlSchedules(SqlBase):
                 self.driver.notify(conn, SCHEDULES_CHANNEL)
         return inserted
 
-    def create_schedule(self, row: NewSchedule, now: int) -> Schedule | None:
+    def create_schedule(self, row: NewSchedule, now: int, connection: Any = None,
+                        ) -> Schedule | None:
         (staged,) = schedule_rows([row], now)
-        with self.driver.auto() as conn:
+        with (self.driver.auto() if connection is None
+              else self.driver.borrow(connection)) as conn:
             made = conn.execute(self.q["create_schedule"], (*staged, staged.group)).fetchone()
             if made is not None and row.due_at is not None:
                 self.driver.notify(conn, SCHEDULES_CHANNEL)

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from tidings.errors import StoreUnavailable
+from tidings.errors import StoreUnavailable, ValidationError
 from tidings.store.driver import Row
 from tidings.store.migrate import migrate
 from tidings.store.sqlfiles import queries
@@ -44,6 +44,7 @@ class PostgresDriver:
         self.url = url
         self.max_concurrency = pool_size
         self.queries = queries(self.name)
+        self._home: tuple[str, str] | None = None  # (schema, database) of tidings' tables
         try:
             self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, open=True,
                                         timeout=30.0, kwargs={"autocommit": True},
@@ -77,6 +78,38 @@ class PostgresDriver:
 
     def close(self) -> None:
         self._pool.close()
+
+    @contextmanager
+    def borrow(self, connection: Any) -> Iterator[PgConn]:
+        # The application's transaction (the outbox problem): tidings' rows go in with
+        # the application's own, in a savepoint of its transaction. Its search_path is
+        # pointed at tidings' schema for that savepoint only (set_config(..., true) is
+        # undone by a rollback, and put back by hand after success).
+        if not isinstance(connection, psycopg.Connection):
+            raise ValidationError("connection", "must be a psycopg 3 connection (or a "
+                                  "SQLAlchemy session or connection using psycopg) to the "
+                                  "database tidings uses")
+        if self._home is None:
+            with self.auto() as own:
+                row = own.execute(self.queries["current_schema"]).fetchone()
+                assert row is not None
+                self._home = (str(row[0]), str(row[1]))
+        schema, database = self._home
+        try:
+            # Run first: on a connection that is not autocommit this opens the implicit
+            # transaction, so the block below is a savepoint of it, never its own commit.
+            found = connection.execute(self.queries["current_schema"]).fetchone()
+            assert found is not None
+            theirs, path = found[1], found[2]
+            if theirs != database:
+                raise ValidationError("connection", f"is connected to database {theirs!r}; "
+                                      f"tidings' tables are in {database!r}")
+            with connection.transaction():
+                connection.execute(self.queries["set_search_path"], (_ident(schema),))
+                yield connection
+                connection.execute(self.queries["set_search_path"], (path,))
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
 
     @staticmethod
     def array(values: Sequence[Any]) -> list[Any]:
@@ -159,6 +192,11 @@ class PostgresDriver:
             for row in rows:
                 copy.write_row(row)
         return int(conn.execute(self.queries["insert_staged_schedules"]).rowcount)
+
+
+def _ident(name: str) -> str:
+    """A schema name as search_path takes it (quoted, quotes doubled)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _safe(url: str) -> str:

@@ -77,6 +77,12 @@ class SQLiteDriver:
         with self._lock:
             yield self._conn
 
+    @contextmanager
+    def borrow(self, connection: Any) -> Iterator[sqlite3.Connection]:
+        raise ValidationError("connection", "sending in your own transaction needs "
+                              "PostgreSQL: SQLite's one writer is tidings' own connection")
+        yield self._conn  # never reached: makes this the context manager it is typed as
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

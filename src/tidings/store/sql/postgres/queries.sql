@@ -38,6 +38,14 @@ SELECT pg_try_advisory_xact_lock(%s);
 -- Delivered at commit to every node's PostgresNotifier (LISTEN tidings).
 SELECT pg_notify('tidings', %s);
 
+-- name: current_schema
+-- Where tidings' tables are, and whose database: what an application's own connection
+-- must reach to send in its transaction.
+SELECT current_schema(), current_database(), current_setting('search_path');
+
+-- name: set_search_path
+SELECT set_config('search_path', %s, true);
+
 -- name: get_meta
 SELECT value FROM meta WHERE key = %s;
 
@@ -311,6 +319,15 @@ SELECT id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
 FROM messages
 WHERE queue_id = %(queue)s AND (visible_at, id) > (%(after_visible)s, %(after_id)s)
 ORDER BY visible_at, id LIMIT %(limit)s;
+
+-- name: cancel_message
+-- A delayed message withdrawn by its sender (a task handle's cancel): found through the
+-- (queue_id, visible_at) index by the instant it was sent for; only while still delayed
+-- (never leased, not yet visible), so a job already running is never pulled away.
+DELETE FROM messages
+WHERE queue_id = %s AND visible_at = %s AND message_id = %s AND visible_at > %s
+  AND lease_token IS NULL
+RETURNING id;
 
 -- name: next_visible_at
 SELECT MIN(visible_at) FROM messages WHERE queue_id = %s AND visible_at > %s;

@@ -232,6 +232,15 @@ FROM messages
 WHERE queue_id = :queue AND (visible_at, id) > (:after_visible, :after_id)
 ORDER BY visible_at, id LIMIT :limit;
 
+-- name: cancel_message
+-- A delayed message withdrawn by its sender (a task handle's cancel): found through the
+-- (queue_id, visible_at) index by the instant it was sent for; only while still delayed
+-- (never leased, not yet visible), so a job already running is never pulled away.
+DELETE FROM messages
+WHERE queue_id = ? AND visible_at = ? AND message_id = ? AND visible_at > ?
+  AND lease_token IS NULL
+RETURNING id;
+
 -- name: next_visible_at
 SELECT MIN(visible_at) FROM messages WHERE queue_id = ? AND visible_at > ?;
 
