@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from typing import IO, Annotated, Any
 
@@ -33,7 +34,7 @@ from tidings.cli.output import (
     table,
     tidings,
 )
-from tidings.engine.campaigns import CampaignView
+from tidings.engine.campaigns import CampaignService, CampaignView
 from tidings.engine.fanout import FanoutOptions, FanoutProgress, FanoutSummary
 from tidings.engine.fanout_source import Columns
 from tidings.engine.fanout_timing import parse_date, parse_step
@@ -65,36 +66,28 @@ def _print_view(view: CampaignView, as_json: bool) -> None:
     ])
 
 
-@app.command("status")
-def status(name: CampaignArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    """Counts by status: scheduled, fired, sent, suppressed, failed, cancelled."""
-    with tidings(db) as t:
-        view = t.campaigns.status(name)
-    _print_view(view, as_json)
+def _acting(action: Callable[[CampaignService, str], CampaignView],
+            doc: str) -> Callable[..., None]:
+    """status, pause, resume and cancel: one campaign in, its view out."""
+    def command(name: CampaignArg, db: DbOption = DEFAULT_DB,
+                as_json: JsonOption = False) -> None:
+        with tidings(db) as t:
+            view = action(t.campaigns, name)
+        _print_view(view, as_json)
+    command.__doc__ = doc
+    return command
 
 
-@app.command("pause")
-def pause(name: CampaignArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    """Disable every remaining schedule of the campaign."""
-    with tidings(db) as t:
-        view = t.campaigns.pause(name)
-    _print_view(view, as_json)
-
-
-@app.command("resume")
-def resume(name: CampaignArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    """Enable the campaign's schedules again (steps whose time passed fire at once)."""
-    with tidings(db) as t:
-        view = t.campaigns.resume(name)
-    _print_view(view, as_json)
-
-
-@app.command("cancel")
-def cancel(name: CampaignArg, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    """Delete every remaining schedule of the campaign (final)."""
-    with tidings(db) as t:
-        view = t.campaigns.cancel(name)
-    _print_view(view, as_json)
+app.command("status")(_acting(
+    CampaignService.status,
+    "Counts by status: scheduled, fired, sent, suppressed, failed, cancelled."))
+app.command("pause")(_acting(
+    CampaignService.pause, "Disable every remaining schedule of the campaign."))
+app.command("resume")(_acting(
+    CampaignService.resume,
+    "Enable the campaign's schedules again (steps whose time passed fire at once)."))
+app.command("cancel")(_acting(
+    CampaignService.cancel, "Delete every remaining schedule of the campaign (final)."))
 
 
 @app.command("cancel-recipient")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,9 +24,10 @@ from tidings.cli.output import (
     tidings,
 )
 from tidings.clock import iso, to_ms
+from tidings.email.service import EmailService
 from tidings.email.templates import RenderingError, parse_template_data
 from tidings.errors import ValidationError
-from tidings.model.email import EmailMessage
+from tidings.model.email import EmailMessage, StoredTemplate
 from tidings.server.native.email_views import delivery_json, suppression_json, template_json
 from tidings.settings import Settings
 
@@ -58,22 +60,24 @@ def _print_template(doc: dict[str, Any]) -> None:
 
 # templates --------------------------------------------------------------------------------
 
-@templates_app.command("create")
-def template_create(name: Name, subject: Subject, html: HtmlFile = None, text: TextFile = None,
-                    db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    """Store a new template; it needs --html, --text or both."""
-    with tidings(db) as t:
-        doc = template_json(t.email.create_template(name, subject, _read(html), _read(text)))
-    emit_json(doc) if as_json else line(f"created template {name}")
+def _template_saving(save: Callable[[EmailService, str, str, str | None, str | None],
+                                   StoredTemplate], done: str, doc: str) -> Callable[..., None]:
+    """create and update take the same parts (SES UpdateEmailTemplate replaces them all)."""
+    def command(name: Name, subject: Subject, html: HtmlFile = None, text: TextFile = None,
+                db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+        with tidings(db) as t:
+            saved = template_json(save(t.email, name, subject, _read(html), _read(text)))
+        emit_json(saved) if as_json else line(f"{done} template {name}")
+    command.__doc__ = doc
+    return command
 
 
-@templates_app.command("update")
-def template_update(name: Name, subject: Subject, html: HtmlFile = None, text: TextFile = None,
-                    db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    """Replace every part of a template (parts not given are removed, as in SES)."""
-    with tidings(db) as t:
-        doc = template_json(t.email.update_template(name, subject, _read(html), _read(text)))
-    emit_json(doc) if as_json else line(f"updated template {name}")
+templates_app.command("create")(_template_saving(
+    EmailService.create_template, "created",
+    "Store a new template; it needs --html, --text or both."))
+templates_app.command("update")(_template_saving(
+    EmailService.update_template, "updated",
+    "Replace every part of a template (parts not given are removed, as in SES)."))
 
 
 @templates_app.command("get")

@@ -132,40 +132,33 @@ def _print_schedule(doc: dict[str, Any], as_json: bool) -> None:
     table(None, ["attribute", "value"], rows)
 
 
-@app.command()
-def create(
-    name: Name, expression: Expression, tz: Tz = "UTC", group: GroupOpt = DEFAULT_GROUP,
-    start: Start = None, end: End = None, flexible_window: FlexWindow = None,
-    disabled: Disabled = False, delete_after_completion: DeleteAfter = False,
-    description: Description = None, queue: QueueTarget = None, webhook: WebhookTarget = None,
-    function: FunctionTarget = None, input_: Input = None, group_id: GroupId = None,
-    max_retries: MaxRetries = None, max_event_age: MaxAge = None, dlq: Dlq = None,
-    db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
-) -> None:
-    """Create a schedule with one target (--queue, --webhook or --function)."""
-    _save(db, as_json, "create", lambda: _spec(
-        name, group, expression, tz, start, end, flexible_window, disabled,
-        delete_after_completion, description,
-        _target(queue, webhook, function, input_, group_id, max_retries, max_event_age, dlq)))
+def _saving(how: str, doc: str) -> Callable[..., None]:
+    """`create` and `update` take the same options (AWS UpdateSchedule is a full replace)."""
+    def command(
+        name: Name, expression: Expression, tz: Tz = "UTC", group: GroupOpt = DEFAULT_GROUP,
+        start: Start = None, end: End = None, flexible_window: FlexWindow = None,
+        disabled: Disabled = False, delete_after_completion: DeleteAfter = False,
+        description: Description = None, queue: QueueTarget = None,
+        webhook: WebhookTarget = None, function: FunctionTarget = None, input_: Input = None,
+        group_id: GroupId = None, max_retries: MaxRetries = None,
+        max_event_age: MaxAge = None, dlq: Dlq = None,
+        db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
+    ) -> None:
+        _save(db, as_json, how, lambda: _spec(
+            name, group, expression, tz, start, end, flexible_window, disabled,
+            delete_after_completion, description,
+            _target(queue, webhook, function, input_, group_id, max_retries, max_event_age,
+                    dlq)))
+    command.__doc__ = doc
+    return command
 
 
-@app.command()
-def update(
-    name: Name, expression: Expression, tz: Tz = "UTC", group: GroupOpt = DEFAULT_GROUP,
-    start: Start = None, end: End = None, flexible_window: FlexWindow = None,
-    disabled: Disabled = False, delete_after_completion: DeleteAfter = False,
-    description: Description = None, queue: QueueTarget = None, webhook: WebhookTarget = None,
-    function: FunctionTarget = None, input_: Input = None, group_id: GroupId = None,
-    max_retries: MaxRetries = None, max_event_age: MaxAge = None, dlq: Dlq = None,
-    db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
-) -> None:
-    """Replace a schedule's settings: a FULL replace, as AWS UpdateSchedule. Options you
-    leave out take their defaults, not their old values (give the target and input again).
-    The next occurrence is computed afresh from now."""
-    _save(db, as_json, "update", lambda: _spec(
-        name, group, expression, tz, start, end, flexible_window, disabled,
-        delete_after_completion, description,
-        _target(queue, webhook, function, input_, group_id, max_retries, max_event_age, dlq)))
+app.command("create")(_saving(
+    "create", "Create a schedule with one target (--queue, --webhook or --function)."))
+app.command("update")(_saving(
+    "update", """Replace a schedule's settings: a FULL replace, as AWS UpdateSchedule. Options
+    you leave out take their defaults, not their old values (give the target and input again).
+    The next occurrence is computed afresh from now."""))
 
 
 def _save(db: str | None, as_json: bool, how: str, make: Callable[[], ScheduleSpec]) -> None:
