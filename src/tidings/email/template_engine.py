@@ -43,6 +43,8 @@ _MISSING = _Missing()
 _DATA_SLOT = {"index": 0, "key": 1, "first": 2, "last": 3}
 
 
+_ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("'", "&#x27;"),
+            ("`", "&#x60;"), ("=", "&#x3D;"))
 _NEEDS_ESCAPE = re.compile("[&<>\"'`=]").search
 
 
@@ -51,20 +53,9 @@ def _escape(text: str) -> str:
     # str.translate and re.sub on the short values templates get.
     if _NEEDS_ESCAPE(text) is None:
         return text
-    if "&" in text:
-        text = text.replace("&", "&amp;")
-    if "<" in text:
-        text = text.replace("<", "&lt;")
-    if ">" in text:
-        text = text.replace(">", "&gt;")
-    if '"' in text:
-        text = text.replace('"', "&quot;")
-    if "'" in text:
-        text = text.replace("'", "&#x27;")
-    if "`" in text:
-        text = text.replace("`", "&#x60;")
-    if "=" in text:
-        text = text.replace("=", "&#x3D;")
+    for char, entity in _ESCAPES:  # "&" first, so no entity is escaped twice
+        if char in text:
+            text = text.replace(char, entity)
     return text
 
 

@@ -64,25 +64,24 @@ _FOREIGN_PARAMETERS = ("EcsParameters", "EventBridgeParameters",
 
 def _obj(doc: Mapping[str, Any], key: str, field: str, *, required: bool = False,
          ) -> dict[str, Any] | None:
-    value = doc.get(key)
-    if value is None:
-        if required:
-            raise ValidationError(field, "is required")
-        return None
-    if not isinstance(value, dict):
+    value = _present(doc, key, field, required)
+    if value is not None and not isinstance(value, dict):
         raise ValidationError(field, "must be a JSON object")
     return value
 
 
 def _str(doc: Mapping[str, Any], key: str, field: str, *, required: bool = False,
          ) -> str | None:
-    value = doc.get(key)
-    if value is None:
-        if required:
-            raise ValidationError(field, "is required")
-        return None
-    if not isinstance(value, str):
+    value = _present(doc, key, field, required)
+    if value is not None and not isinstance(value, str):
         raise ValidationError(field, "must be a string")
+    return value
+
+
+def _present(doc: Mapping[str, Any], key: str, field: str, required: bool) -> Any:
+    value = doc.get(key)
+    if value is None and required:
+        raise ValidationError(field, "is required")
     return value
 
 

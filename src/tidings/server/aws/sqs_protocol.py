@@ -237,18 +237,12 @@ def _xml(out: list[str], doc: dict[str, Any], action: str) -> None:
         if isinstance(value, dict) and map_key is not None:
             for name, item in value.items():
                 out.append(f"<{element}><{map_key}>{_text(name)}</{map_key}><Value>")
-                if isinstance(item, dict):
-                    _xml(out, item, action)
-                else:
-                    out.append(_text(item))
+                _xml_item(out, item, action)
                 out.append(f"</Value></{element}>")
         elif isinstance(value, list):
             for item in value:
                 out.append(f"<{element}>")
-                if isinstance(item, dict):
-                    _xml(out, item, action)
-                else:
-                    out.append(_text(item))
+                _xml_item(out, item, action)
                 out.append(f"</{element}>")
         elif isinstance(value, dict):
             out.append(f"<{element}>")
@@ -256,6 +250,13 @@ def _xml(out: list[str], doc: dict[str, Any], action: str) -> None:
             out.append(f"</{element}>")
         else:
             out.append(f"<{element}>{_text(value)}</{element}>")
+
+
+def _xml_item(out: list[str], item: Any, action: str) -> None:
+    if isinstance(item, dict):
+        _xml(out, item, action)
+    else:
+        out.append(_text(item))
 
 
 def xml_body(action: str, doc: dict[str, Any] | None, request_id: str) -> bytes:
