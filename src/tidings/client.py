@@ -8,6 +8,7 @@ from typing import Any
 from tidings.clock import Clock, SystemClock
 from tidings.email.service import EmailService
 from tidings.engine.campaigns import CampaignService
+from tidings.engine.overview import OverviewService
 from tidings.engine.queues import CROSS_PROCESS_POLL_S, QueueService
 from tidings.engine.schedules import ScheduleService
 from tidings.model.receipts import ReceiptSigner
@@ -49,6 +50,7 @@ class Tidings:
         self.email = EmailService(self.store, self.clock, self.queues, self.settings)
         self.campaigns = CampaignService(self.store, self.clock, self.notifier, self.schedules,
                                          email_rate_per_s=self.settings.smtp_max_rate)
+        self.overview = OverviewService(self.store, self.clock, self.queues)
 
     @property
     def database_url(self) -> str:

@@ -29,6 +29,7 @@ from tidings.engine.consumers import App, Consumer
 from tidings.engine.deliveries import Targets, delivery_app
 from tidings.engine.dispatcher import IDLE_POLL_S, Dispatcher
 from tidings.engine.internal_queues import EMAIL_QUEUE, ensure_internal_queues
+from tidings.engine.nodes import Heartbeat
 from tidings.engine.sweeper import Sweeper
 from tidings.errors import ValidationError
 from tidings.settings import Settings
@@ -88,7 +89,8 @@ class Node:
         self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock), t.queues,
                                    self.bridge, concurrency=settings.concurrency,
                                    grace_s=settings.shutdown_grace_s)
-        self.services += [self.dispatcher, self.deliveries]
+        self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, _version())
+        self.services += [self.dispatcher, self.deliveries, self.heartbeat]
         if settings.smtp_url:
             self.services.append(Consumer(
                 delivery_app(self.targets, t.queues, t.clock, queue=EMAIL_QUEUE), t.queues,
@@ -163,6 +165,12 @@ def with_app_db(settings: Settings, app: App | None) -> Settings:
     if db and settings.db == DEFAULT_URL:
         return dataclasses.replace(settings, db=db)
     return settings
+
+
+def _version() -> str:
+    from tidings.server.app import _version as version
+
+    return version()
 
 
 def _setup_logging(level: str) -> None:

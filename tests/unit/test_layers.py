@@ -84,3 +84,12 @@ def test_only_settings_reads_the_environment() -> None:
                    word in p.read_text(encoding="utf-8")
                    for word in ("os.environ", "getenv(", "envvar="))]
     assert readers == []
+
+
+def test_the_console_calls_engine_services_never_the_store() -> None:
+    """Every console view goes through the engine, as the APIs do: no import of
+    `tidings.store`, and no reach for a store through the `Tidings` handle."""
+    for path in modules_of("server/console"):
+        assert "store" not in tidings_imports(path), path
+        source = path.read_text(encoding="utf-8")
+        assert ".store." not in source and "t.store" not in source, path

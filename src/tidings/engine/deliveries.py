@@ -146,6 +146,7 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
             return
         except DeliveryError as exc:
             metrics.FAILED.labels(kind).inc()
+            metrics.FAILURES.add(clock.now_ms(), kind, target.destination, exc.message)
             failure = exc
         since = job.payload.get("resent_at") or ctx.scheduled_time
         exhausted = _exhausted(target, failure, job.attempt, since, clock.now_ms())

@@ -6,6 +6,9 @@ which is what a scrape of one node wants.
 
 from __future__ import annotations
 
+import threading
+from collections import deque
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 REGISTRY = CollectorRegistry()
@@ -22,13 +25,35 @@ FAILED = Counter("tidings_delivery_failures", "Delivery attempts that failed", [
 DEAD_LETTERED = Counter("tidings_dead_lettered",
                         "Deliveries sent to the schedule's dead-letter queue (or dropped when"
                         " it has none)", ["target"], registry=REGISTRY)
+LATENESS_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600)
 LATENESS = Histogram(
     "tidings_firing_lateness_seconds", "Actual firing time minus scheduled time",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600),
-    registry=REGISTRY)
+    buckets=LATENESS_BUCKETS_S, registry=REGISTRY)
 JOBS = Counter("tidings_jobs", "Jobs by outcome: succeeded, failed, duplicate (acknowledged "
                "without running: its key was done), poison (could never be a job), abandoned "
                "(still running at the shutdown deadline)", ["outcome"], registry=REGISTRY)
 EMAIL_WAITING = Gauge("tidings_email_waiting",
                       "Emails accepted and not yet sent: waiting for a node with an SMTP relay,"
                       " or being retried", registry=REGISTRY)
+SENT = Counter("tidings_messages_sent", "Messages accepted into queues (sends and batches)",
+               registry=REGISTRY)
+
+
+class RecentFailures:
+    """The last delivery failures of this process, by target: what the console's overview
+    lists as failing targets (the counters say how many, not where)."""
+
+    def __init__(self, keep: int = 200) -> None:
+        self._lock = threading.Lock()
+        self._items: deque[tuple[int, str, str, str]] = deque(maxlen=keep)
+
+    def add(self, at_ms: int, kind: str, destination: str, message: str) -> None:
+        with self._lock:
+            self._items.append((at_ms, kind, destination, message[:300]))
+
+    def since(self, at_ms: int) -> list[tuple[int, str, str, str]]:
+        with self._lock:
+            return [item for item in self._items if item[0] >= at_ms]
+
+
+FAILURES = RecentFailures()

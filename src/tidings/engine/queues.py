@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from tidings.clock import Clock, to_ms
+from tidings.engine import metrics
 from tidings.engine.redrive import Redrive
 from tidings.errors import (
     BatchError,
@@ -314,6 +315,7 @@ class QueueService(Redrive):
                              f" {MAX_MESSAGE_BYTES} bytes")
         stored = self.store.send_messages(record.id, prepared, fifo=attrs.fifo, now=now,
                                           connection=connection)
+        metrics.SENT.inc(len(prepared))
         self.notifier.notify(queue_channel(record.id))
         for i, p, st in zip(slots, prepared, stored, strict=True):
             out[i] = SendResult(

@@ -37,6 +37,19 @@ class Redrive:
         self._notify_destinations(source.id, dest_id)
         return moved
 
+    def redrive_selected(self, dlq: str, row_ids: Sequence[int],
+                         destination: str | None = None) -> int:
+        """Move the chosen messages of a DLQ (by the row ids a peek shows) back to their
+        source queues, or to `destination`; ids no longer in the DLQ are skipped."""
+        if len(row_ids) > 1000:
+            raise ValidationError("messages", "at most 1000 messages can be chosen at once")
+        source = self._move_source(dlq)
+        dest_id = self.store.get_queue(destination).id if destination else None
+        moved = self.store.move_selected_messages(source.id, dest_id, list(row_ids),
+                                                  self.clock.now_ms())
+        self._notify_destinations(source.id, dest_id)
+        return moved
+
     def _notify_destinations(self, source_id: int, dest_id: int | None) -> None:
         if dest_id is not None:
             self.notifier.notify(queue_channel(dest_id))

@@ -23,6 +23,7 @@ from tidings.engine.metrics import REGISTRY
 from tidings.server.aws import mount_sqs
 from tidings.server.aws.scheduler import scheduler_routes
 from tidings.server.aws.ses import ses_routes
+from tidings.server.console import console_routes
 from tidings.server.errors import install_native_handlers
 from tidings.server.native import campaigns, email, messages, queues, schedules
 from tidings.server.native.deps import Context
@@ -100,6 +101,10 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
     async def metrics() -> Response:
         """This process's Prometheus metrics: firings, deliveries, lateness, jobs."""
         return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+
+    # The console at /ui, before the AWS routes below (whose `POST /{account}/{queue}`
+    # would take `/ui/queues/...`).
+    app.router.routes.extend(console_routes(app.state.tidings_context))
 
     # Last: `POST /{account}/{queue}` (SQS query protocol) would otherwise catch `/v1/queues`
     # and the Scheduler and SES v2 APIs' paths, which therefore come just before it.

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from tidings.model.campaigns import CampaignRecord, Step
 from tidings.model.email import Delivery, StoredTemplate, Suppression, SuppressionReason
 from tidings.model.messages import NewMessage, StoredMessage
+from tidings.model.nodes import NodeRecord, TakenCount
 from tidings.model.queues import MoveTask, QueueAttributes, QueueCounts, QueueRecord
 from tidings.model.receipts import Receipt
 from tidings.model.schedules import Schedule, ScheduleGroup, ScheduleRow, ScheduleSpec
@@ -201,6 +202,12 @@ class QueueStore(Protocol):
                       limit: int, now: int) -> int:
         """Move up to `limit` messages out of a DLQ (oldest first), made visible at once
         with a fresh receive count; to their original queue when destination is None."""
+        ...
+
+    def move_selected_messages(self, source_queue_id: int, destination_queue_id: int | None,
+                               row_ids: Sequence[int], now: int) -> int:
+        """`move_messages` for the given messages of the source queue only (ids not in it
+        are skipped): an operator's selection in a dead-letter queue."""
         ...
 
     def create_move_task(self, task: MoveTask) -> None: ...
@@ -430,5 +437,31 @@ class CampaignStore(Protocol):
         ...
 
 
-class Store(QueueStore, ScheduleStore, EmailStore, CampaignStore, Protocol):
+class NodeStore(Protocol):
+    """Heartbeats of the nodes and the counts the console shows (`tidings.engine.nodes`)."""
+
+    def put_node(self, node: NodeRecord) -> None:
+        """Insert or refresh the node's row (its `seen_at` and `activity`)."""
+        ...
+
+    def list_nodes(self, seen_since: int) -> list[NodeRecord]: ...
+    def forget_nodes(self, seen_before: int) -> int: ...
+    def put_console_count(self, name: str, value: str, taken_at: int) -> None: ...
+    def console_counts(self) -> dict[str, TakenCount]: ...
+    def count_pending_schedules(self) -> int:
+        """Enabled schedules with an occurrence to come: a walk of the due index."""
+        ...
+
+    def count_due_between(self, start_ms: int, end_ms: int) -> int: ...
+    def delivery_counts_since(self, since_ms: int) -> dict[str, int]:
+        """Deliveries created since the instant, by state."""
+        ...
+
+    def schedules_by_due(self, start_ms: int, end_ms: int, after: tuple[int, int] | None,
+                         limit: int) -> list[Schedule]:
+        """Enabled schedules due in [start, end), by (due_at, id) after `after`."""
+        ...
+
+
+class Store(QueueStore, ScheduleStore, EmailStore, CampaignStore, NodeStore, Protocol):
     """Everything a backend stores: the one contract `open_store` returns."""

@@ -275,24 +275,36 @@ class SqlQueues(SqlBase):
                       limit: int, now: int) -> int:
         with self.driver.tx() as conn:
             found = conn.execute(self.q["movable_messages"], (source_queue_id, limit)).fetchall()
-            moved: dict[int, int] = {}
-            exists: dict[int, bool] = {}
-            for row_id, origin in found:
-                target = destination_queue_id if destination_queue_id is not None else origin
-                if target is None:
-                    continue  # never dead-lettered: no origin to return to; stays put
-                if target not in exists:  # its source queue may have been deleted since
-                    exists[target] = conn.execute(self.q["queue_by_id"],
-                                                  (target,)).fetchone() is not None
-                if not exists[target]:
-                    continue
-                conn.execute(self.q["move_message"], (target, now, row_id))
-                moved[target] = moved.get(target, 0) + 1
-            for target, n in moved.items():
-                self._add_count(conn, target, n)
-                self.driver.notify(conn, queue_channel(target))
-            if moved:
-                self._add_count(conn, source_queue_id, -sum(moved.values()))
+            return self._move_found(conn, source_queue_id, destination_queue_id, found, now)
+
+    def move_selected_messages(self, source_queue_id: int, destination_queue_id: int | None,
+                               row_ids: Sequence[int], now: int) -> int:
+        with self.driver.tx() as conn:
+            found = [row for row_id in row_ids for row in conn.execute(
+                self.q["movable_message"], (source_queue_id, row_id)).fetchall()]
+            return self._move_found(conn, source_queue_id, destination_queue_id, found, now)
+
+    def _move_found(self, conn: Conn, source_queue_id: int, destination_queue_id: int | None,
+                    found: Sequence[Any], now: int) -> int:
+        """Move (row id, origin queue) rows inside the caller's transaction."""
+        moved: dict[int, int] = {}
+        exists: dict[int, bool] = {}
+        for row_id, origin in found:
+            target = destination_queue_id if destination_queue_id is not None else origin
+            if target is None:
+                continue  # never dead-lettered: no origin to return to; stays put
+            if target not in exists:  # its source queue may have been deleted since
+                exists[target] = conn.execute(self.q["queue_by_id"],
+                                              (target,)).fetchone() is not None
+            if not exists[target]:
+                continue
+            conn.execute(self.q["move_message"], (target, now, row_id))
+            moved[target] = moved.get(target, 0) + 1
+        for target, n in moved.items():
+            self._add_count(conn, target, n)
+            self.driver.notify(conn, queue_channel(target))
+        if moved:
+            self._add_count(conn, source_queue_id, -sum(moved.values()))
         return sum(moved.values())
 
     # message move tasks -----------------------------------------------------------------

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from tidings.store.campaigns import SqlCampaigns
 from tidings.store.email import SqlEmail
+from tidings.store.nodes import SqlNodes
 from tidings.store.queues import SqlQueues
 from tidings.store.schedules import SqlSchedules
 
 
-class SqlStore(SqlQueues, SqlSchedules, SqlEmail, SqlCampaigns):
+class SqlStore(SqlQueues, SqlSchedules, SqlEmail, SqlCampaigns, SqlNodes):
     """Every part shares `SqlBase` (the driver and its queries); each adds its tables."""

@@ -355,6 +355,9 @@ DELETE FROM job_keys WHERE (queue_id, job_key) IN (
 SELECT id, source_queue_id FROM messages WHERE queue_id = %s ORDER BY id LIMIT %s
 FOR UPDATE SKIP LOCKED;
 
+-- name: movable_message
+SELECT id, source_queue_id FROM messages WHERE queue_id = %s AND id = %s FOR UPDATE;
+
 -- name: move_message
 UPDATE messages
 SET queue_id = %s, visible_at = %s, lease_token = NULL, receive_count = 0,
@@ -718,3 +721,44 @@ DELETE FROM schedules AS s
 USING unnest(%s::text[], %s::text[]) AS v(name, grp)
 WHERE s.group_name = v.grp AND s.name = v.name
 RETURNING s.name;
+
+-- ---------------------------------------------------------------------------------------
+-- nodes and the console's counts
+
+-- name: put_node
+INSERT INTO nodes (id, host, pid, version, started_at, seen_at, activity)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, activity = excluded.activity;
+
+-- name: list_nodes
+SELECT id, host, pid, version, started_at, seen_at, activity FROM nodes
+WHERE seen_at >= %s ORDER BY started_at, id;
+
+-- name: forget_nodes
+DELETE FROM nodes WHERE seen_at < %s;
+
+-- name: put_console_count
+INSERT INTO console_counts (name, value, taken_at) VALUES (%s, %s, %s)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value, taken_at = excluded.taken_at;
+
+-- name: console_counts
+SELECT name, value, taken_at FROM console_counts;
+
+-- name: count_pending_schedules
+-- Walks the due index only (disabled and completed schedules are not in it).
+SELECT COUNT(*) FROM schedules WHERE due_at IS NOT NULL;
+
+-- name: count_due_between
+SELECT COUNT(*) FROM schedules WHERE due_at >= %s AND due_at < %s;
+
+-- name: delivery_counts_since
+SELECT state, COUNT(*) FROM email_deliveries WHERE created_at >= %s GROUP BY state;
+
+-- name: schedules_by_due
+-- Keyset-paged by (due_at, id) along the due index: page 1,000 costs what page 1 does.
+SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
+       target, action_after_completion, description, client_token, next_fire_at, due_at,
+       last_fired_at, created_at, modified_at
+FROM schedules
+WHERE due_at >= %(lo)s AND due_at < %(hi)s AND (due_at, id) > (%(after_due)s, %(after_id)s)
+ORDER BY due_at, id LIMIT %(limit)s;

@@ -264,6 +264,9 @@ DELETE FROM job_keys WHERE (queue_id, job_key) IN (
 -- name: movable_messages
 SELECT id, source_queue_id FROM messages WHERE queue_id = ? ORDER BY id LIMIT ?;
 
+-- name: movable_message
+SELECT id, source_queue_id FROM messages WHERE queue_id = ? AND id = ?;
+
 -- name: move_message
 UPDATE messages
 SET queue_id = ?, visible_at = ?, lease_token = NULL, receive_count = 0,
@@ -578,3 +581,44 @@ WHERE group_name = ?4 AND name = ?1 AND state = 'DISABLED';
 -- name: delete_group_schedule
 -- (name, group)
 DELETE FROM schedules WHERE group_name = ?2 AND name = ?1;
+
+-- ---------------------------------------------------------------------------------------
+-- nodes and the console's counts
+
+-- name: put_node
+INSERT INTO nodes (id, host, pid, version, started_at, seen_at, activity)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, activity = excluded.activity;
+
+-- name: list_nodes
+SELECT id, host, pid, version, started_at, seen_at, activity FROM nodes
+WHERE seen_at >= ? ORDER BY started_at, id;
+
+-- name: forget_nodes
+DELETE FROM nodes WHERE seen_at < ?;
+
+-- name: put_console_count
+INSERT INTO console_counts (name, value, taken_at) VALUES (?1, ?2, ?3)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value, taken_at = excluded.taken_at;
+
+-- name: console_counts
+SELECT name, value, taken_at FROM console_counts;
+
+-- name: count_pending_schedules
+-- Walks the due index only (disabled and completed schedules are not in it).
+SELECT COUNT(*) FROM schedules WHERE due_at IS NOT NULL;
+
+-- name: count_due_between
+SELECT COUNT(*) FROM schedules WHERE due_at >= ? AND due_at < ?;
+
+-- name: delivery_counts_since
+SELECT state, COUNT(*) FROM email_deliveries WHERE created_at >= ? GROUP BY state;
+
+-- name: schedules_by_due
+-- Keyset-paged by (due_at, id) along the due index: page 1,000 costs what page 1 does.
+SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
+       target, action_after_completion, description, client_token, next_fire_at, due_at,
+       last_fired_at, created_at, modified_at
+FROM schedules
+WHERE due_at >= :lo AND due_at < :hi AND (due_at, id) > (:after_due, :after_id)
+ORDER BY due_at, id LIMIT :limit;

@@ -1,0 +1,170 @@
+"""Heartbeats: each node says it is alive, what it did minute by minute, and now and then
+takes the counts too costly for a page view. The console's overview reads them back.
+
+Why in the database rather than in each process: the console of any node shows the whole
+cluster (a node that stopped heart-beating is exactly the one that cannot say so itself),
+and no time-series database is needed for one hour of per-minute figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidings.clock import Clock
+from tidings.engine import metrics
+from tidings.engine.bridge import Bridge
+from tidings.model.nodes import NodeRecord
+from tidings.store.base import Store
+
+log = logging.getLogger("tidings.nodes")
+
+HEARTBEAT_S = 5.0
+#: A node silent for this long (three missed beats) is shown as not heart-beating.
+SILENT_AFTER_MS = int(3 * HEARTBEAT_S * 1000)
+COUNTS_EVERY_S = 60.0
+MINUTE_MS = 60_000
+HOUR_MS = 60 * MINUTE_MS
+DAY_MS = 24 * HOUR_MS
+LATENESS_BOUNDS_S = (*(float(b) for b in metrics.LATENESS_BUCKETS_S), float("inf"))
+
+#: Columns of a minute in the activity JSON.
+FIRINGS, SENT, FAILED = 0, 1, 2
+
+
+def _totals() -> dict[str, Any]:
+    """This process's counters now: firings, messages sent, failed deliveries, and the
+    cumulative lateness histogram."""
+    out: dict[str, Any] = {"fired": 0.0, "sent": 0.0, "failed": 0.0,
+                           "lateness": [0.0] * len(LATENESS_BOUNDS_S)}
+    for metric in metrics.REGISTRY.collect():
+        for s in metric.samples:
+            if s.name == "tidings_schedule_firings_total":
+                out["fired"] += s.value
+            elif s.name == "tidings_messages_sent_total":
+                out["sent"] += s.value
+            elif s.name == "tidings_delivery_failures_total":
+                out["failed"] += s.value
+            elif s.name == "tidings_firing_lateness_seconds_bucket":
+                le = float(s.labels["le"])
+                out["lateness"][LATENESS_BOUNDS_S.index(le)] = s.value
+    return out
+
+
+@dataclass
+class Activity:
+    """One node's last hour: per minute [firings, sent, failed] and lateness bucket counts
+    (per bucket, not cumulative), plus its recent delivery failures."""
+
+    minutes: dict[int, list[int]] = field(default_factory=dict)
+    lateness: dict[int, list[int]] = field(default_factory=dict)
+    stopped: bool = False
+
+    def add(self, minute: int, delta: dict[str, Any]) -> None:
+        row = self.minutes.setdefault(minute, [0, 0, 0])
+        row[FIRINGS] += int(delta["fired"])
+        row[SENT] += int(delta["sent"])
+        row[FAILED] += int(delta["failed"])
+        if any(delta["lateness"]):
+            late = self.lateness.setdefault(minute, [0] * len(LATENESS_BOUNDS_S))
+            for i, n in enumerate(delta["lateness"]):
+                late[i] += int(n)
+
+    def trim(self, oldest_minute: int) -> None:
+        for table in (self.minutes, self.lateness):
+            for m in [m for m in table if m < oldest_minute]:
+                del table[m]
+
+    def to_json(self, failures: Iterable[tuple[int, str, str, str]]) -> str:
+        return json.dumps({"minutes": {str(k): v for k, v in self.minutes.items()},
+                           "lateness": {str(k): v for k, v in self.lateness.items()},
+                           "failures": list(failures), "stopped": self.stopped},
+                          separators=(",", ":"))
+
+
+def _delta(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    cumulative = [a - b for a, b in zip(now["lateness"], before["lateness"], strict=True)]
+    per_bucket = [cumulative[0]] + [cumulative[i] - cumulative[i - 1]
+                                    for i in range(1, len(cumulative))]
+    return {"fired": now["fired"] - before["fired"], "sent": now["sent"] - before["sent"],
+            "failed": now["failed"] - before["failed"], "lateness": per_bucket}
+
+
+def take_counts(store: Store, now: int) -> None:
+    """The console's costly counts, kept with the instant they were taken."""
+    day_start = now - now % DAY_MS
+    found = {
+        "pending_schedules": store.count_pending_schedules(),
+        "due_next_hour": store.count_due_between(now, now + HOUR_MS),
+        "email_today": store.delivery_counts_since(day_start),
+    }
+    for name, value in found.items():
+        store.put_console_count(name, json.dumps(value), now)
+
+
+class Heartbeat:
+    """The service that writes this node's row every `interval_s` and the console's counts
+    every `counts_every_s`."""
+
+    def __init__(self, store: Store, clock: Clock, bridge: Bridge, version: str, *,
+                 interval_s: float = HEARTBEAT_S, counts_every_s: float = COUNTS_EVERY_S,
+                 ) -> None:
+        self.store = store
+        self.clock = clock
+        self.bridge = bridge
+        self.interval_s = interval_s
+        self.counts_every_s = counts_every_s
+        now = clock.now_ms()
+        self.record = NodeRecord(
+            id=secrets.token_hex(8), host=socket.gethostname(), pid=os.getpid(),
+            version=version, started_at=now, seen_at=now, activity="{}")
+        self.activity = Activity()
+        self._last = _totals()
+        self._stopping = asyncio.Event()
+
+    def beat(self) -> None:
+        now = self.clock.now_ms()
+        totals = _totals()
+        self.activity.add(now - now % MINUTE_MS, _delta(totals, self._last))
+        self._last = totals
+        self.activity.trim(now - now % MINUTE_MS - HOUR_MS)
+        self.store.put_node(NodeRecord(
+            self.record.id, self.record.host, self.record.pid, self.record.version,
+            self.record.started_at, now,
+            self.activity.to_json(metrics.FAILURES.since(now - HOUR_MS))))
+
+    def _counts(self) -> None:
+        now = self.clock.now_ms()
+        take_counts(self.store, now)
+        self.store.forget_nodes(now - DAY_MS)
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_counts = loop.time()
+        while not self._stopping.is_set():
+            try:
+                await self.bridge.run(self.beat)
+                if loop.time() >= next_counts:
+                    next_counts = loop.time() + self.counts_every_s
+                    await self.bridge.run(self._counts)
+            except Exception:  # a heartbeat missed is shown as such; never stop the node
+                log.exception("heartbeat failed")
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.interval_s)
+            except TimeoutError:
+                pass
+        self.activity.stopped = True
+        try:
+            await self.bridge.run(self.beat)
+        except Exception:
+            log.exception("last heartbeat failed")
+
+    def stop(self) -> None:
+        self._stopping.set()

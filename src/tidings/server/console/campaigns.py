@@ -1,0 +1,11 @@
+"""Console views of campaigns."""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+from tidings.server.console.web import Console
+
+
+def routes(console: Console) -> list[Route]:
+    return []

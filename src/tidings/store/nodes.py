@@ -1,0 +1,46 @@
+"""Node heartbeats and the console's periodic counts: the `NodeStore` part of `SqlStore`."""
+
+from __future__ import annotations
+
+from tidings.model.nodes import NodeRecord, TakenCount
+from tidings.model.schedules import Schedule
+from tidings.store import rows
+from tidings.store.sqlbase import SqlBase
+
+
+class SqlNodes(SqlBase):
+    def put_node(self, node: NodeRecord) -> None:
+        with self.driver.auto() as conn:
+            conn.execute(self.q["put_node"], (node.id, node.host, node.pid, node.version,
+                                              node.started_at, node.seen_at, node.activity))
+
+    def list_nodes(self, seen_since: int) -> list[NodeRecord]:
+        return [NodeRecord(*r) for r in self._all("list_nodes", (seen_since,))]
+
+    def forget_nodes(self, seen_before: int) -> int:
+        with self.driver.auto() as conn:
+            return int(conn.execute(self.q["forget_nodes"], (seen_before,)).rowcount or 0)
+
+    def put_console_count(self, name: str, value: str, taken_at: int) -> None:
+        with self.driver.auto() as conn:
+            conn.execute(self.q["put_console_count"], (name, value, taken_at))
+
+    def console_counts(self) -> dict[str, TakenCount]:
+        return {r[0]: TakenCount(r[1], r[2]) for r in self._all("console_counts")}
+
+    def count_pending_schedules(self) -> int:
+        return int(self._one("count_pending_schedules")[0])
+
+    def count_due_between(self, start_ms: int, end_ms: int) -> int:
+        return int(self._one("count_due_between", (start_ms, end_ms))[0])
+
+    def delivery_counts_since(self, since_ms: int) -> dict[str, int]:
+        return {r[0]: int(r[1]) for r in self._all("delivery_counts_since", (since_ms,))}
+
+    def schedules_by_due(self, start_ms: int, end_ms: int, after: tuple[int, int] | None,
+                         limit: int) -> list[Schedule]:
+        after_due, after_id = after or (start_ms - 1, 0)
+        found = self._all("schedules_by_due", {
+            "lo": max(start_ms, after_due), "hi": end_ms, "after_due": after_due,
+            "after_id": after_id, "limit": limit})
+        return [rows.schedule(r) for r in found]
