@@ -12,7 +12,10 @@
 from tidings.app import App
 from tidings.client import Tidings, connect
 from tidings.engine.consumers import Job
+from tidings.engine.fanout import FanoutOptions, FanoutSummary
+from tidings.engine.fanout_source import Columns
 from tidings.errors import TidingsError, ValidationError
+from tidings.model.campaigns import Step
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.messages import OutgoingMessage
 from tidings.model.queues import RedriveAllowPolicy, RedrivePolicy
@@ -22,9 +25,13 @@ from tidings.tasks.task import Task
 
 __all__ = [
     "App",
+    "Columns",
+    "FanoutOptions",
+    "FanoutSummary",
     "Job",
     "JobHandle",
     "ScheduleSpec",
+    "Step",
     "Target",
     "Task",
     "MessageAttributeValue",

@@ -38,7 +38,8 @@ def run(script: str, cwd: Path, env: dict[str, str]) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("page", ["docs/tasks.md", "docs/periodic.md", "README.md"])
+@pytest.mark.parametrize("page", ["docs/tasks.md", "docs/periodic.md", "docs/testing.md",
+                                  "README.md"])
 def test_page_examples_run(page: str, tmp_path: Path) -> None:
     text = (ROOT / page).read_text()
     script = readme_tasks_section() if page == "README.md" else text

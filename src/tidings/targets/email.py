@@ -23,12 +23,19 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from tidings.email.mime import DkimSigner, Outgoing, message_bytes
 from tidings.email.service import EmailService, Prepared
 from tidings.email.sesv2 import RawEmailMessage, parse_send_email
-from tidings.email.smtp import SmtpPermanentError, SmtpSender, SmtpTemporaryError
+from tidings.email.smtp import (
+    SendResult,
+    SmtpPermanentError,
+    SmtpSender,
+    SmtpTemporaryError,
+)
 from tidings.email.templates import RenderingError
 from tidings.engine.batching import Batcher
 from tidings.engine.bridge import Bridge
@@ -50,13 +57,23 @@ log = logging.getLogger("tidings.email")
 NO_RELAY = "no SMTP relay configured (TIDINGS_SMTP_URL)"
 
 
+class Relay(Protocol):
+    """What sends a rendered message: the pooled SMTP sender, or a test's capture."""
+
+    async def send(self, url: str, sender: str, recipients: Sequence[str],
+                   data: bytes) -> SendResult: ...
+
+    async def close(self) -> None: ...
+
+
 class EmailDelivery:
-    def __init__(self, service: EmailService, bridge: Bridge, settings: Settings) -> None:
+    def __init__(self, service: EmailService, bridge: Bridge, settings: Settings,
+                 relay: Relay | None = None) -> None:
         self.service = service
         self.bridge = bridge
         self.relay = settings.smtp_url
-        self.smtp = SmtpSender(max_connections=settings.smtp_max_connections,
-                               max_rate=settings.smtp_max_rate)
+        self.smtp: Relay = relay or SmtpSender(max_connections=settings.smtp_max_connections,
+                                               max_rate=settings.smtp_max_rate)
         # Concurrent deliveries share one store trip for their reads and one transaction
         # for their outcomes (group commit); each still waits for its own result.
         self._prepare: Batcher[None, tuple[EmailMessage, str], Prepared] = Batcher(
