@@ -268,19 +268,24 @@ def test_fifo_queue_target_needs_group_and_dedupes_by_execution(
     assert m.group_id == "g" and m.deduplication_id is not None
 
 
-def test_missing_target_queue_goes_to_schedule_dlq(
+def test_missing_target_queue_becomes_a_retried_delivery(
     t: Tidings, clock: FrozenClock, dispatcher: Dispatcher
 ) -> None:
+    """A queue missing at fire time fails that invocation: the firing becomes a delivery
+    job, retried by the target's retry policy, then dead-lettered (test_aws_edges.py runs
+    it to the DLQ through a real node)."""
     t.queues.create_queue("jobs")
     t.queues.create_queue("sched-dlq")
     t.schedules.create(ScheduleSpec("s", "rate(1 hour)",
                                     queue_target(input="payload", dead_letter_queue="sched-dlq")))
     t.queues.delete_queue("jobs")
     dispatcher.fire_due()
-    [m] = t.queues.receive("sched-dlq", wait_s=0)
-    assert m.body == "payload"
-    assert m.attributes["ERROR_CODE"].string_value == "QueueDoesNotExist"
-    assert m.attributes["SCHEDULE_ARN"].string_value.endswith("schedule/default/s")
+    assert t.queues.receive("sched-dlq", wait_s=0) == []
+    [m] = t.queues.receive(DELIVERY_QUEUE, wait_s=0)
+    doc = json.loads(m.body)
+    assert doc["target"]["kind"] == "queue" and doc["target"]["destination"] == "jobs"
+    assert doc["input"] == "payload"
+    assert doc["context"]["schedule_arn"].endswith("schedule/default/s")
 
 
 def test_non_queue_targets_become_deliveries(

@@ -20,7 +20,7 @@ from tidings.engine import metrics
 from tidings.engine.consumers import App, Job
 from tidings.engine.internal_queues import DELIVERY_QUEUE, EMAIL_QUEUE
 from tidings.engine.queues import QueueService
-from tidings.errors import TidingsError, ValidationError
+from tidings.errors import QueueNotFound, TidingsError, ValidationError
 from tidings.model.schedules import Target, TargetKind
 from tidings.targets.base import (
     DELIVERY_JOB,
@@ -65,6 +65,9 @@ class Targets:
                                         group_id=target.message_group_id,
                                         deduplication_id=ctx.execution_id
                                         if target.destination.endswith(".fifo") else None)
+            except QueueNotFound as exc:
+                # Retried: the queue may be created before the retry policy runs out.
+                raise DeliveryError("QueueDoesNotExist", exc.message, retryable=True) from None
             except TidingsError as exc:
                 raise DeliveryError(type(exc).__name__, exc.message, retryable=False) from None
             return "delivered"

@@ -20,6 +20,7 @@ import logging
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from tidings.clock import Clock
 from tidings.engine import metrics
@@ -35,7 +36,7 @@ from tidings.engine.schedules import (
 from tidings.errors import QueueNotFound, StoreUnavailable, ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.queues import QueueRecord
-from tidings.model.schedules import ActionAfterCompletion, Schedule, TargetKind
+from tidings.model.schedules import ActionAfterCompletion, Schedule, Target, TargetKind
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier, queue_channel
 from tidings.store.base import Firing, Store, TargetMessage
 from tidings.targets.base import FiringContext, delivery_job, render_input
@@ -204,14 +205,20 @@ class Dispatcher:
                                           ctx.execution_id, batch.now, scheduled_at=fire_at)]
                 except ValidationError as exc:
                     error = ("InvalidParameterValue", str(exc))
-            else:
-                error = ("QueueDoesNotExist", f"queue {target.destination!r} does not exist")
-            return self._dead_letter(s, ctx, body, error, batch)
+                return self._dead_letter(s, ctx, body, error, batch)
+            # EventBridge Scheduler checks a target when it invokes it: a queue missing now
+            # fails this invocation, and the delivery queue retries it by the target's retry
+            # policy (the queue may appear meanwhile) before dead-lettering it.
+            return self._delivery(target, delivery_job(ctx, target, target.input or "{}"), batch)
         delivery = delivery_job(ctx, target, render_input(target.input, ctx, None)
                                 if target.input else None)
-        queue = self._queue(batch, queue_for(target))
+        return self._delivery(target, delivery, batch)
+
+    def _delivery(self, target: Target, job: dict[str, Any],
+                  batch: _Batch) -> list[TargetMessage]:
+        queue = self._queue(batch, queue_for(target))  # a queue target's: DELIVERY_QUEUE
         assert queue is not None, "the dispatcher creates the delivery queues at start"
-        return [self._message(queue, json.dumps(delivery), None, None, batch.now)]
+        return [self._message(queue, json.dumps(job), None, None, batch.now)]
 
     def _dead_letter(self, s: Schedule, ctx: FiringContext, body: str,
                      error: tuple[str, str], batch: _Batch) -> list[TargetMessage]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from tidings.clock import Clock, to_ms
 from tidings.engine import metrics
+from tidings.engine.receive_attempts import ReceiveAttempts
 from tidings.engine.redrive import Redrive
 from tidings.errors import (
     BatchError,
@@ -113,6 +114,7 @@ class QueueService(Redrive):
         self.fallback_poll_s = fallback_poll_s
         self._queue_cache: dict[str, tuple[float, QueueRecord]] = {}
         self._names: dict[int, str | None] = {}  # queue id → name, for DLQ sources
+        self.attempts = ReceiveAttempts()
 
     def queue_arn(self, name: str) -> str:
         """How every API names a queue where SQS gives an ARN (e.g. a DLQ's source)."""
@@ -360,15 +362,16 @@ class QueueService(Redrive):
 
     def _receive_step(self, record: QueueRecord, max_messages: int,
                       visibility_s: int | None) -> list[ReceivedMessage]:
-        return [self._received(record, m)
-                for m in self._lease(record, max_messages, visibility_s)]
+        now = self.clock.now_ms()
+        return [self._received(record, m, now)
+                for m in self._lease(record, max_messages, visibility_s, now)]
 
     def _lease(self, record: QueueRecord, max_messages: int,
-               visibility_s: int | None) -> list[StoredMessage]:
+               visibility_s: int | None, now: int | None = None) -> list[StoredMessage]:
         """One receive transaction: lease up to `max_messages`, or move to the DLQ those
         at the queue's maxReceiveCount."""
         attrs = record.attributes
-        now = self.clock.now_ms()
+        now = self.clock.now_ms() if now is None else now
         dlq_id, max_rc, dlq_ret = None, None, None
         if attrs.redrive_policy is not None:
             try:
@@ -399,7 +402,7 @@ class QueueService(Redrive):
         name = self._source_name(queue_id)
         return None if name is None else self.queue_arn(name)
 
-    def _received(self, record: QueueRecord, m: StoredMessage) -> ReceivedMessage:
+    def _received(self, record: QueueRecord, m: StoredMessage, now: int) -> ReceivedMessage:
         assert m.lease_token is not None and m.first_received_at is not None  # just leased
         source = None if m.source_queue_id is None else self._source_arn(m.source_queue_id)
         attributes, md5_attributes = decode_attributes(m.attributes_json), m.md5_attributes
@@ -407,7 +410,7 @@ class QueueService(Redrive):
             attributes, md5_attributes = with_error(attributes, m.last_error)
         return ReceivedMessage(
             message_id=m.message_id,
-            receipt_handle=self.signer.sign(record.id, m.row_id, m.lease_token),
+            receipt_handle=self.signer.sign(record.id, m.row_id, m.lease_token, now),
             body=m.body, md5_body=m.md5_body, attributes=attributes,
             md5_attributes=md5_attributes, receive_count=m.receive_count,
             first_received_at=m.first_received_at, sent_at=m.sent_at, group_id=m.group_id,
@@ -472,6 +475,32 @@ class QueueService(Redrive):
                 return got
             pause = await bridge.run(self._pause, record, deadline)
             await self.notifier.wait(channel, seen, pause)
+
+    def replay_receive(self, queue: str, attempt_id: str,
+                       visibility_s: int | None) -> list[ReceivedMessage] | None:
+        """The messages an earlier receive of this FIFO queue with `attempt_id` returned,
+        their visibility reset; None when there is none to replay (a fresh receive then).
+        `receive_attempts.py` says why."""
+        record = self.get_queue_cached(queue)
+        if not record.attributes.fifo:
+            return None  # SQS: the attempt id applies only to FIFO queues
+        now = self.clock.now_ms()
+        got = self.attempts.recall(record.id, attempt_id, now)
+        if not got:
+            return None
+        vt = record.attributes.visibility_timeout_s if visibility_s is None else visibility_s
+        changes = [VisibilityChange(self.signer.open(m.receipt_handle, record.id),
+                                    now + vt * 1000) for m in got]
+        if not all(self.store.change_visibility(record.id, changes, now)):
+            self.attempts.forget(record.id, attempt_id)  # one was deleted or left flight
+            return None
+        return got
+
+    def remember_receive(self, queue: str, attempt_id: str,
+                         messages: list[ReceivedMessage]) -> None:
+        record = self.get_queue_cached(queue)
+        if record.attributes.fifo and messages:
+            self.attempts.remember(record.id, attempt_id, self.clock.now_ms(), messages)
 
     # acknowledging ---------------------------------------------------------------------------
 
@@ -540,6 +569,14 @@ class QueueService(Redrive):
                 except TidingsError as exc:
                     failures.append(BatchFailure(entry_id, "ReceiptHandleIsInvalid", exc.message))
                     continue
+            if _beyond_visibility_limit(receipt.received_at, now, timeout_s):
+                rule = (f"Value {timeout_s} for parameter VisibilityTimeout is invalid. Reason:"
+                        f" Total VisibilityTimeout for the message is beyond the limit"
+                        f" [{MAX_VISIBILITY_S} seconds]")
+                if _single:
+                    raise ValidationError("VisibilityTimeout", rule)
+                failures.append(BatchFailure(entry_id, "InvalidParameterValue", rule))
+                continue
             changes.append(VisibilityChange(receipt, now + timeout_s * 1000, error))
             ids.append(entry_id)
         done = self.store.change_visibility(record.id, changes, now) if changes else []
@@ -568,6 +605,15 @@ class QueueService(Redrive):
 #: Where a message carries the failure a consumer recorded (the names the scheduler uses
 #: on the events it dead-letters), so an SQS client reading a DLQ sees why.
 ERROR_CODE, ERROR_MESSAGE = "ERROR_CODE", "ERROR_MESSAGE"
+
+
+def _beyond_visibility_limit(received_at: int | None, now: int, timeout_s: int) -> bool:
+    """SQS: a message stays invisible at most 12 hours counted from the ReceiveMessage that
+    leased it; extending does not restart the count. A handle older than the receive
+    instant it carries cannot be checked and is let through."""
+    if received_at is None:
+        return False
+    return now + timeout_s * 1000 - received_at > MAX_VISIBILITY_S * 1000
 
 
 def with_error(attributes: dict[str, MessageAttributeValue], error: str,

@@ -133,10 +133,19 @@ class ScheduleService:
 
     # groups -----------------------------------------------------------------------------
 
-    def create_group(self, name: str, tags: dict[str, str] | None = None) -> ScheduleGroup:
+    def create_group(self, name: str, tags: dict[str, str] | None = None, *,
+                     client_token: str | None = None) -> ScheduleGroup:
+        """A create repeating the `client_token` of the one that made the group (a retry,
+        as AWS SDKs send it) answers with that group instead of ConflictException."""
         check_name("Name", name)
         validate_tags(tags or {})
-        if not self.store.create_group(name, dict(tags or {}), self.clock.now_ms()):
+        if client_token is not None and not 1 <= len(client_token) <= 64:
+            raise ValidationError("ClientToken", "must be 1-64 characters")
+        if not self.store.create_group(name, dict(tags or {}), self.clock.now_ms(),
+                                       client_token):
+            existing = self.store.get_group(name)
+            if client_token is not None and existing.client_token == client_token:
+                return existing
             raise ConflictError(f"Schedule group {name} already exists.")
         return self.store.get_group(name)
 
@@ -171,7 +180,8 @@ class ScheduleService:
     # schedules --------------------------------------------------------------------------
 
     def _check_target(self, spec: ScheduleSpec,
-                      known_templates: set[str] | None = None) -> None:
+                      known_templates: set[str] | None = None, *,
+                      queue_must_exist: bool = True) -> None:
         target = spec.target
         if target.kind is TargetKind.EMAIL:
             check_email_target(self.store, target, known_templates)
@@ -179,6 +189,8 @@ class ScheduleService:
             try:
                 queue = self.queue_lookup(target.destination)
             except QueueNotFound:
+                if not queue_must_exist:
+                    return  # AWS: checked when invoked (the dispatcher retries, then DLQ)
                 raise ValidationError("Target.Arn",
                                       f"queue {target.destination!r} does not exist") from None
             if queue.attributes.fifo and not target.message_group_id:
@@ -204,12 +216,15 @@ class ScheduleService:
                                               spec.flexible_window_minutes)
         return NewSchedule(spec, occurrence, due)
 
-    def create(self, spec: ScheduleSpec, *, connection: Any = None) -> Schedule:
+    def create(self, spec: ScheduleSpec, *, connection: Any = None,
+               queue_must_exist: bool = True) -> Schedule:
         """`connection`: the application's own PostgreSQL connection, whose transaction
-        the schedule then commits or rolls back with."""
+        the schedule then commits or rolls back with. `queue_must_exist=False` is
+        EventBridge Scheduler's rule (the Scheduler API): a queue target is only checked
+        when a firing delivers to it."""
         spec = spec.validated()
         now = self.clock.now_ms()
-        self._check_target(spec)
+        self._check_target(spec, queue_must_exist=queue_must_exist)
         row = self._row(spec, now, now)
         made = self.store.create_schedule(row, now, connection)
         if made is None:
@@ -335,11 +350,11 @@ class ScheduleService:
         rows = rows[:limit]
         return rows, (_token([rows[-1].group, rows[-1].name]) if more else None)
 
-    def update(self, spec: ScheduleSpec) -> Schedule:
+    def update(self, spec: ScheduleSpec, *, queue_must_exist: bool = True) -> Schedule:
         """Full replace (AWS UpdateSchedule): the next occurrence is recomputed from now."""
         spec = spec.validated()
         existing = self.store.get_schedule(spec.group, spec.name)
-        self._check_target(spec)
+        self._check_target(spec, queue_must_exist=queue_must_exist)
         spec = replace(spec, client_token=existing.spec.client_token)
         row = self._row(spec, self.clock.now_ms(), existing.created_at)
         updated = self.store.replace_schedule(row, self.clock.now_ms())

@@ -239,6 +239,7 @@ class ScheduleGroup:
     created_at: int
     modified_at: int
     tags: dict[str, str] = field(default_factory=dict)
+    client_token: str | None = None  # the create's ClientToken: a retry is idempotent
 
 
 class ScheduleRow(NamedTuple):

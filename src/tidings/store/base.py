@@ -259,7 +259,9 @@ class Firing:
 class ScheduleStore(Protocol):
     """Schedules and schedule groups."""
 
-    def create_group(self, name: str, tags: dict[str, str], now: int) -> bool: ...
+    def create_group(self, name: str, tags: dict[str, str], now: int,
+                     client_token: str | None = None) -> bool:
+        """False when the name is taken (the token is kept for a retried create)."""
     def get_group(self, name: str) -> ScheduleGroup: ...
     def list_groups(self, prefix: str, after: str | None, limit: int) -> list[ScheduleGroup]: ...
     def delete_group(self, name: str) -> int:

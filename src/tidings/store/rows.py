@@ -71,8 +71,8 @@ def schedule(row: Row) -> Schedule:
 
 
 def schedule_group(row: Row) -> ScheduleGroup:
-    name, created_at, modified_at, tags = row
-    return ScheduleGroup(name, created_at, modified_at, json.loads(tags))
+    name, created_at, modified_at, tags, client_token = row
+    return ScheduleGroup(name, created_at, modified_at, json.loads(tags), client_token)
 
 
 def template(row: Row) -> StoredTemplate:

@@ -41,10 +41,11 @@ def schedule_rows(new: Sequence[NewSchedule], now: int) -> list[ScheduleRow]:
 class SqlSchedules(SqlBase):
     # groups -----------------------------------------------------------------------------
 
-    def create_group(self, name: str, tags: dict[str, str], now: int) -> bool:
+    def create_group(self, name: str, tags: dict[str, str], now: int,
+                     client_token: str | None = None) -> bool:
         with self.driver.auto() as conn:
-            return bool(conn.execute(self.q["insert_group"],
-                                     (name, now, now, json.dumps(tags))).rowcount > 0)
+            return bool(conn.execute(self.q["insert_group"], (name, now, now, json.dumps(tags),
+                                                              client_token)).rowcount > 0)
 
     def get_group(self, name: str) -> ScheduleGroup:
         row = self._one("group_by_name", (name,))

@@ -15,6 +15,7 @@ Requests are checked with SigV4 (service `scheduler`) whenever access keys are c
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,7 +28,7 @@ from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
 from tidings.errors import TidingsError, ValidationError
 from tidings.model.queues import check_range
-from tidings.model.schedules import DEFAULT_GROUP, Schedule, ScheduleSpec, TargetKind
+from tidings.model.schedules import DEFAULT_GROUP, Schedule, TargetKind
 from tidings.server.aws.arns import Naming
 from tidings.server.aws.auth import Authenticator, load_keys
 from tidings.server.aws.restjson import RestJsonError, endpoint
@@ -48,7 +49,8 @@ MAX_REQUEST_BYTES = 1024 * 1024  # a schedule is a few KiB (Input is at most 819
 #: Scheduler's error names, by the status the error table gives a tidings error.
 _CODES = {400: "ValidationException", 402: "ServiceQuotaExceededException",
           403: "ValidationException", 404: "ResourceNotFoundException",
-          409: "ConflictException", 429: "ThrottlingException"}
+          409: "ConflictException", 429: "ThrottlingException",
+          503: "ServiceUnavailable"}  # the store cannot write now (disk full): retryable
 
 Doc = dict[str, Any]
 Operation = Callable[[Request, Doc], Awaitable[Doc]]
@@ -111,11 +113,13 @@ class SchedulerApi:
     async def update_schedule(self, request: Request, body: Doc) -> Doc:
         return await self._save(self.schedules.update, request, body)
 
-    async def _save(self, save: Callable[[ScheduleSpec], Schedule], request: Request,
+    async def _save(self, save: Callable[..., Schedule], request: Request,
                     body: Doc) -> Doc:
         spec = self.shapes.spec(request.path_params["Name"], body)
         try:
-            schedule = await self.bridge.run(save, spec)
+            # Scheduler does not check that a target queue exists: invocations do.
+            schedule = await self.bridge.run(functools.partial(save, queue_must_exist=False),
+                                             spec)
         except ValidationError as exc:
             if spec.target.kind is not TargetKind.EMAIL or exc.field.startswith("Target."):
                 raise
@@ -159,7 +163,11 @@ class SchedulerApi:
 
     async def create_group(self, request: Request, body: Doc) -> Doc:
         name = request.path_params["Name"]
-        group = await self.bridge.run(self.schedules.create_group, name, tags_in(body))
+        token = body.get("ClientToken")
+        if token is not None and not isinstance(token, str):
+            raise ValidationError("ClientToken", "must be a string")
+        group = await self.bridge.run(functools.partial(
+            self.schedules.create_group, name, tags_in(body), client_token=token))
         return {"ScheduleGroupArn": self.schedules.group_arn(group.name)}
 
     async def get_group(self, request: Request, _body: Doc) -> Doc:

@@ -15,6 +15,7 @@ from typing import Any
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
 from tidings.engine.coalesce import Coalescer
+from tidings.engine.receive_attempts import check_attempt_id
 from tidings.errors import ValidationError
 from tidings.model.digests import md5_of_attributes
 from tidings.model.messages import OutgoingMessage, ReceivedMessage, validate_batch_ids
@@ -75,6 +76,12 @@ def _queue(req: Mapping[str, Any]) -> str:
 async def create_queue(c: Call, req: dict[str, Any]) -> Result:
     name = str(required(req, "QueueName"))
     changes = QueueAttributes.sqs_changes(string_map(req, "Attributes"))
+    if name.endswith(".fifo") and not changes.get("fifo"):
+        # SQS: without FifoQueue=true the queue is standard, and a standard queue's name
+        # cannot hold a '.' (the Python API, CLI and native API infer FIFO from the name).
+        raise ValidationError("QueueName", "Can only include alphanumeric characters, hyphens,"
+                              " or underscores. 1 to 80 in length (a FIFO queue needs"
+                              " FifoQueue=true)")
     tags = string_map(req, "tags") or string_map(req, "Tags")
     if tags:
         changes["tags"] = tags
@@ -290,9 +297,18 @@ async def receive_message(c: Call, req: dict[str, Any]) -> Result:
     system.update(string_list(req, "MessageSystemAttributeNames"))
     patterns = string_list(req, "MessageAttributeNames")
     count = optional_int(req, "MaxNumberOfMessages")
-    got = await c.coalescer.receive(
-        name, 1 if count is None else count, wait_s=optional_int(req, "WaitTimeSeconds"),
-        visibility_s=optional_int(req, "VisibilityTimeout"))
+    visibility_s = optional_int(req, "VisibilityTimeout")
+    attempt = req.get("ReceiveRequestAttemptId")
+    got = None
+    if attempt is not None:
+        attempt = check_attempt_id(attempt)
+        got = await c.bridge.run(c.t.queues.replay_receive, name, attempt, visibility_s)
+    if got is None:
+        got = await c.coalescer.receive(
+            name, 1 if count is None else count, wait_s=optional_int(req, "WaitTimeSeconds"),
+            visibility_s=visibility_s)
+        if attempt is not None:
+            await c.bridge.run(c.t.queues.remember_receive, name, attempt, got)
     if not got:
         return {}
     return {"Messages": [_message_doc(c, m, system, patterns) for m in got]}

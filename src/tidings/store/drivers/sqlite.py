@@ -14,6 +14,7 @@ take the write lock up front, so two processes never deadlock upgrading a read l
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -27,6 +28,9 @@ from tidings.store.migrate import migrate
 from tidings.store.sqlfiles import queries
 
 SYNCHRONOUS = ("NORMAL", "FULL", "EXTRA")
+#: Result codes (and their extended forms, e.g. SQLITE_IOERR_WRITE) that say "not now".
+_TRANSIENT = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_BUSY", "SQLITE_LOCKED")
+log = logging.getLogger("tidings.sqlite")
 
 
 class SQLiteDriver:
@@ -60,21 +64,25 @@ class SQLiteDriver:
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
+        with self._lock, self._transient_errors():
             conn = self._conn
+            if conn.in_transaction:  # a rollback that failed earlier left one open
+                self._rollback(conn)
             conn.execute(self.queries["begin"])
             try:
                 yield conn
+                conn.execute(self.queries["commit"])
             except BaseException:
-                conn.execute(self.queries["rollback"])
+                # A failed COMMIT (disk full) leaves the transaction open; a failed
+                # statement may already have rolled it back (SQLite does on SQLITE_FULL).
+                self._rollback(conn)
                 raise
-            conn.execute(self.queries["commit"])
 
     @contextmanager
     def auto(self) -> Iterator[sqlite3.Connection]:
         # A single write statement starts its write transaction before it reads, so an
         # autocommit UPDATE … RETURNING is as safe here as inside BEGIN IMMEDIATE.
-        with self._lock:
+        with self._lock, self._transient_errors():
             yield self._conn
 
     @contextmanager
@@ -82,6 +90,29 @@ class SQLiteDriver:
         raise ValidationError("connection", "sending in your own transaction needs "
                               "PostgreSQL: SQLite's one writer is tidings' own connection")
         yield self._conn  # never reached: makes this the context manager it is typed as
+
+    def _rollback(self, conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:
+            try:
+                conn.execute(self.queries["rollback"])
+            except sqlite3.Error:
+                log.exception("SQLite rollback failed; retried before the next transaction")
+
+    @contextmanager
+    def _transient_errors(self) -> Iterator[None]:
+        """The disk is full, an I/O error, the file locked past busy_timeout: not the
+        caller's fault and gone once space (or the lock) returns, so `StoreUnavailable`
+        (HTTP 503, AWS ServiceUnavailable; the engine's loops back off and carry on).
+        Nothing committed is touched: the failed transaction is rolled back whole."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            name = getattr(exc, "sqlite_errorname", "") or ""
+            if name.startswith(_TRANSIENT):
+                raise StoreUnavailable(
+                    f"SQLite database {self.path!r} cannot be written now ({name}: {exc});"
+                    " retry later") from exc
+            raise
 
     def close(self) -> None:
         with self._lock:

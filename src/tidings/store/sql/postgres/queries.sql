@@ -395,14 +395,15 @@ WHERE handle = %s AND status = %s;
 -- schedules
 
 -- name: insert_group
-INSERT INTO schedule_groups (name, created_at, modified_at, tags) VALUES (%s, %s, %s, %s)
+INSERT INTO schedule_groups (name, created_at, modified_at, tags, client_token)
+VALUES (%s, %s, %s, %s, %s)
 ON CONFLICT (name) DO NOTHING;
 
 -- name: group_by_name
-SELECT name, created_at, modified_at, tags FROM schedule_groups WHERE name = %s;
+SELECT name, created_at, modified_at, tags, client_token FROM schedule_groups WHERE name = %s;
 
 -- name: list_groups
-SELECT name, created_at, modified_at, tags FROM schedule_groups
+SELECT name, created_at, modified_at, tags, client_token FROM schedule_groups
 WHERE name COLLATE "C" >= %s AND name COLLATE "C" < %s AND name COLLATE "C" > %s
 ORDER BY name COLLATE "C" LIMIT %s;
 

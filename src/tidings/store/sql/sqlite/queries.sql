@@ -304,14 +304,15 @@ WHERE handle = ? AND status = ?;
 -- schedules
 
 -- name: insert_group
-INSERT INTO schedule_groups (name, created_at, modified_at, tags) VALUES (?, ?, ?, ?)
+INSERT INTO schedule_groups (name, created_at, modified_at, tags, client_token)
+VALUES (?, ?, ?, ?, ?)
 ON CONFLICT (name) DO NOTHING;
 
 -- name: group_by_name
-SELECT name, created_at, modified_at, tags FROM schedule_groups WHERE name = ?;
+SELECT name, created_at, modified_at, tags, client_token FROM schedule_groups WHERE name = ?;
 
 -- name: list_groups
-SELECT name, created_at, modified_at, tags FROM schedule_groups
+SELECT name, created_at, modified_at, tags, client_token FROM schedule_groups
 WHERE name >= ? AND name < ? AND name > ? ORDER BY name LIMIT ?;
 
 -- name: delete_group
