@@ -70,7 +70,7 @@ def test_periodic_schedules_are_put_at_start_and_removed_with_their_decorator(
     assert stored["nightly"].spec.expression == "cron(0 2 * * ? *)"
     assert stored["standup"].spec.timezone == "Europe/Paris"
     assert json.loads(stored["nightly"].spec.target.input or "") == {
-        "type": "nightly", "id": "nightly"}
+        "type": "nightly", "id": "nightly", "args": {}}
 
     # the next release drops `poll` and moves `nightly` to 03:00
     second = tidings.App(queue="jobs")

@@ -37,7 +37,8 @@ class Periodic:
     timezone: str
 
     def spec(self) -> ScheduleSpec:
-        body = json.dumps({"type": self.task, "id": self.task}, separators=(",", ":"))
+        body = json.dumps({"type": self.task, "id": self.task, "args": {}},
+                          separators=(",", ":"))
         return ScheduleSpec(self.task, self.expression,
                             Target(TargetKind.QUEUE, self.queue, input=body),
                             group=PERIODIC_GROUP, timezone=self.timezone,

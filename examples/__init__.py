@@ -1,0 +1,1 @@
+"""Runnable examples: `tidings serve --app examples.shop:app` from the repository root."""
