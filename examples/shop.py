@@ -5,7 +5,8 @@
 then, from another shell (same TIDINGS_DB):
 
     python -c "from examples.shop import signup; signup.send(email='ada@example.com', name='Ada')"
-    tidings queue send shop '{"type": "place_order", "args": {"order": {"id": 1, "sku": "mug", "quantity": 2, "email": "ada@example.com"}}}'
+    tidings queue send shop '{"type": "place_order", "args": {"order":
+        {"id": 1, "sku": "mug", "quantity": 2, "email": "ada@example.com"}}}'
 
 Emails go through the node's relay (`--smtp-url`, e.g. `tidings smtp-sink`); without one
 they wait, logged as QUEUED (`tidings email log`). `tests/integration/test_example_shop.py`
