@@ -39,6 +39,7 @@ def run(script: str, cwd: Path, env: dict[str, str]) -> str:
 
 
 @pytest.mark.parametrize("page", ["docs/tasks.md", "docs/periodic.md", "docs/testing.md",
+                                  "docs/migrating.md",
                                   "README.md"])
 def test_page_examples_run(page: str, tmp_path: Path) -> None:
     text = (ROOT / page).read_text()
