@@ -7,6 +7,7 @@ from typing import Any
 
 from tidings.clock import Clock, SystemClock
 from tidings.email.service import EmailService
+from tidings.engine.audit import AuditService
 from tidings.engine.campaigns import CampaignService
 from tidings.engine.overview import OverviewService
 from tidings.engine.queues import CROSS_PROCESS_POLL_S, QueueService
@@ -51,6 +52,7 @@ class Tidings:
         self.campaigns = CampaignService(self.store, self.clock, self.notifier, self.schedules,
                                          email_rate_per_s=self.settings.smtp_max_rate)
         self.overview = OverviewService(self.store, self.clock, self.queues)
+        self.audit = AuditService(self.store, self.clock)
 
     @property
     def database_url(self) -> str:

@@ -87,3 +87,19 @@ class PurgeInProgress(TidingsError):
 
 class StoreUnavailable(TidingsError):
     """The database could not be reached; the operation may be retried."""
+
+
+class Unauthorized(TidingsError):
+    """No valid credentials: send `Authorization: Bearer <token>`."""
+
+
+class Forbidden(TidingsError):
+    """The credentials are valid but their scope does not allow this action."""
+
+
+class PayloadTooLarge(TidingsError):
+    """The request is larger than this API accepts."""
+
+
+class TooManyLongPolls(TidingsError):
+    """Too many long-poll receives are waiting on this node; retry shortly."""

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import dataclasses
 import importlib
-import ipaddress
 import logging
 import signal
 import sys
@@ -32,6 +31,7 @@ from tidings.engine.internal_queues import EMAIL_QUEUE, ensure_internal_queues
 from tidings.engine.nodes import Heartbeat
 from tidings.engine.sweeper import Sweeper
 from tidings.errors import ValidationError
+from tidings.server.exposure import check_exposure, describe, uvicorn_security
 from tidings.settings import Settings
 from tidings.store import DEFAULT_URL
 from tidings.targets.email import EmailDelivery
@@ -74,7 +74,8 @@ class Node:
         self.t = t
         self.settings = settings
         self.bridge = Bridge(t.max_concurrency)
-        self.coalescer = Coalescer(t.queues, self.bridge)
+        self.coalescer = Coalescer(t.queues, self.bridge,
+                                  max_long_polls=settings.max_long_polls)
         self.services: list[Service] = [
             Sweeper(t.queues, self.bridge, interval_s=settings.sweep_interval_s,
                     job_memory_s=settings.job_memory_s)
@@ -100,6 +101,10 @@ class Node:
             log.warning("no SMTP relay (--smtp-url or TIDINGS_SMTP_URL): this node sends no "
                         "email; accepted email waits in the %s queue for a node with a relay",
                         EMAIL_QUEUE)
+        if settings.insecure_no_auth and not settings.loopback_only:
+            from tidings.server.exposure import OpenNodeWarning
+
+            self.services.append(OpenNodeWarning(settings.host))
         self.consumer: Consumer | None = None
         if app is not None and serve_consumers and app.handlers:
             self.consumer = Consumer(app, t.queues, self.bridge,
@@ -178,44 +183,27 @@ def _setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def serve(settings: Settings) -> None:
     """`tidings serve`: the HTTP API plus every engine loop, in one process."""
     import uvicorn
 
     _setup_logging(settings.log_level)
+    check_exposure(settings)  # before anything opens: a refused node touches nothing
+    security = uvicorn_security(settings)
     app = load_app(settings.app) if settings.app else None
     settings = with_app_db(settings, app)
     t = Tidings(settings=settings)
     node = Node(t, settings, app=app)
     asgi = node.http_app()
-    log.info("tidings serving %s on http://%s:%d%s", t.database_url, settings.host, settings.port,
-             f" with app {settings.app}" if settings.app else "")
-    from tidings.server.aws.auth import load_keys
-
-    keys = load_keys(settings)
-    if keys:
-        log.info("AWS APIs: Signature Version 4 required (%d access key(s) configured)",
-                 len(keys))
-    else:
-        log.warning("AWS APIs: no access keys configured (TIDINGS_AWS_KEYS or "
-                    "TIDINGS_AWS_KEYS_FILE), so any signature is accepted%s",
-                    "; listening on loopback only" if is_loopback(settings.host) else "")
-    if not is_loopback(settings.host):
-        log.warning("listening on %s, beyond loopback: anyone who can reach it can use the"
-                    " native API%s", settings.host,
-                    "" if keys else " and the AWS APIs")
+    scheme = "https" if settings.tls_cert else "http"
+    log.info("tidings serving %s on %s://%s:%d%s", t.database_url, scheme, settings.host,
+             settings.port, f" with app {settings.app}" if settings.app else "")
+    for line in describe(settings):
+        log.info("security: %s", line)
     config = uvicorn.Config(asgi, host=settings.host, port=settings.port,
                             log_level=settings.log_level, lifespan="on",
-                            timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5)
+                            timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
+                            **security)
     try:
         uvicorn.Server(config).run()
     finally:

@@ -8,6 +8,7 @@ default somewhere deep inside.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -83,6 +84,51 @@ class Settings:
     sqlite_synchronous: str = _setting("NORMAL", "SQLite durability: NORMAL survives a kill "
                                        "-9, FULL a power loss too.", choices=SQLITE_SYNCHRONOUS)
     smtp_sink_dir: str = _setting("smtp-sink", "Where `tidings smtp-sink` keeps messages.")
+    # Security (docs/security.md). A node on loopback with no credentials is a development
+    # node and keeps every door open; beyond loopback it refuses to start without them.
+    api_tokens: str | None = _setting(None, "Native API bearer tokens, scope:token pairs "
+                                      "separated by commas (scopes: read, operate, admin).",
+                                      secret=True)
+    api_tokens_file: str | None = _setting(None, "File of native API tokens: 'scope "
+                                           "sha256-of-token [name]' lines (tidings token new).")
+    insecure_no_auth: bool = _setting(False, "Listen beyond loopback without credentials "
+                                      "(a warning repeats every minute).")
+    url: str | None = _setting(None, "A remote node's URL for the CLI and tidings.remote "
+                               "(instead of opening the database).")
+    token: str | None = _setting(None, "Bearer token the CLI and tidings.remote send to a "
+                                 "remote node.", secret=True)
+    webhook_guard: str = _setting("auto", "Refuse webhooks to non-public addresses: on, "
+                                  "off, auto (on unless a development node).",
+                                  choices=("auto", "on", "off"))
+    webhook_allow: str | None = _setting(None, "Webhook destinations allowed despite the "
+                                         "guard: CIDRs and host names, comma-separated.")
+    webhook_https_only: bool = _setting(False, "Refuse webhooks that are not https://.")
+    email_identities: str | None = _setting(None, "Verified senders: addresses or domains, "
+                                            "comma-separated (also SES v2 email identities).")
+    max_long_polls: int = _setting(1000, "Long-poll receives waiting at once on this node.",
+                                   low=1)
+    client_timeout_s: float = _setting(30.0, "Seconds a client may take to send a request "
+                                       "body before it gets a 408.", above=0)
+    tls_cert: str | None = _setting(None, "PEM certificate (chain) for direct HTTPS.")
+    tls_key: str | None = _setting(None, "PEM private key for direct HTTPS.")
+    trusted_proxies: str | None = _setting(None, "Reverse proxies whose X-Forwarded-* "
+                                           "headers are believed: IPs, comma-separated.")
+
+    @property
+    def loopback_only(self) -> bool:
+        """True when the HTTP API listens on a loopback interface only."""
+        return is_loopback(self.host)
+
+    @property
+    def has_credentials(self) -> bool:
+        return bool(self.api_tokens or self.api_tokens_file or self.aws_keys
+                    or self.aws_keys_file)
+
+    @property
+    def development_node(self) -> bool:
+        """Loopback and no credentials: the node of one developer, every door open (as
+        before tidings was secure by default; the test suite runs this way)."""
+        return self.loopback_only and not self.has_credentials
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -113,6 +159,16 @@ class Settings:
             shown = "" if default in (None, "", {}) else f" Default: {_shown(default)}."
             out.append((variable(f.name), f"{f.metadata['help']}{shown}"))
         return out
+
+
+def is_loopback(host: str) -> bool:
+    """`localhost` or a loopback address (127.0.0.0/8, ::1); a name is not resolved."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def variable(name: str) -> str:

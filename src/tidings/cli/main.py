@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from tidings.cli import campaigns, email, queues, schedules
+from tidings.cli import campaigns, email, queues, schedules, security
 from tidings.cli.output import errors_handled
 from tidings.settings import Settings
 
@@ -26,6 +26,9 @@ app.add_typer(email.sink_app, name="smtp-sink")
 app.add_typer(campaigns.app, name="campaign")
 app.command("fanout")(campaigns.fanout)
 app.command("forecast")(campaigns.forecast)
+app.add_typer(security.token_app, name="token")
+app.command("audit")(security.audit)
+app.command("api")(security.api)
 
 # Defaults of None: Settings.from_env fills them from TIDINGS_* variables, then its own
 # defaults, so a flag beats the environment, which beats the built-in value.
@@ -65,11 +68,24 @@ def serve(
     app_spec: AppFlag = None,
     concurrency: ConcurrencyFlag = None,
     smtp_url: SmtpUrlFlag = None,
+    insecure_no_auth: Annotated[bool | None, typer.Option(
+        "--insecure-no-auth", show_default=False,
+        help="Listen beyond loopback without credentials; a warning repeats every minute "
+        "(env TIDINGS_INSECURE_NO_AUTH).")] = None,
+    tls_cert: Annotated[str | None, typer.Option(
+        "--tls-cert", metavar="PEM", show_default=False,
+        help="Certificate (chain) for direct HTTPS, with --tls-key (env TIDINGS_TLS_CERT).")]
+    = None,
+    tls_key: Annotated[str | None, typer.Option(
+        "--tls-key", metavar="PEM", show_default=False,
+        help="Private key for direct HTTPS (env TIDINGS_TLS_KEY).")] = None,
 ) -> None:
     """Run the HTTP API, the background loops and your app's consumers until Ctrl-C."""
     with errors_handled():
         settings = Settings.from_env(db=db, host=host, port=port, app=app_spec,
-                                     concurrency=concurrency, smtp_url=smtp_url)
+                                     concurrency=concurrency, smtp_url=smtp_url,
+                                     insecure_no_auth=insecure_no_auth, tls_cert=tls_cert,
+                                     tls_key=tls_key)
         from tidings.node import serve as run_server  # heavy: only when serving
 
         run_server(settings)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from tidings.engine.batching import Batcher
 from tidings.engine.bridge import Bridge
 from tidings.engine.queues import BatchFailure, QueueService
-from tidings.errors import BatchError, ValidationError
+from tidings.errors import BatchError, TooManyLongPolls, ValidationError
 from tidings.model.messages import (
     OutgoingMessage,
     ReceivedMessage,
@@ -30,9 +30,14 @@ class Coalescer:
     """One per server process, beside its bridge: the composition root makes it once and
     hands it to every endpoint that sends or deletes, so their requests share groups."""
 
-    def __init__(self, queues: QueueService, bridge: Bridge) -> None:
+    def __init__(self, queues: QueueService, bridge: Bridge, *,
+                 max_long_polls: int | None = None) -> None:
+        """`max_long_polls` caps the receives that may wait at once (each holds a
+        connection and a task); one more is refused with `TooManyLongPolls`."""
         self.queues = queues
         self.bridge = bridge
+        self.max_long_polls = max_long_polls
+        self.long_polls = 0
         self._sends: Batcher[tuple[str, int | None], OutgoingMessage, SendResult] = Batcher(
             bridge, lambda key, msgs: queues.send_group(key[0], msgs, max_delay_s=key[1]))
         self._deletes: Batcher[str, str, bool] = Batcher(bridge, queues.delete_group)
@@ -71,10 +76,23 @@ class Coalescer:
 
     async def receive(self, queue: str, max_messages: int = 1, *, wait_s: int | None = None,
                       visibility_s: int | None = None) -> list[ReceivedMessage]:
-        """`QueueService.receive_async`, each look shared with concurrent receives."""
-        return await self.queues.receive_async(self.bridge, queue, max_messages,
-                                               wait_s=wait_s, visibility_s=visibility_s,
-                                               attempt=self._look)
+        """`QueueService.receive_async`, each look shared with concurrent receives.
+
+        A receive that may wait (`wait_s` above 0, or None: the queue's default) takes one
+        of the `max_long_polls` slots for its whole duration."""
+        may_wait = wait_s is None or wait_s > 0
+        if may_wait and self.max_long_polls is not None:
+            if self.long_polls >= self.max_long_polls:
+                raise TooManyLongPolls(f"{self.long_polls} long-poll receives are waiting "
+                                       "on this node (TIDINGS_MAX_LONG_POLLS); retry shortly")
+            self.long_polls += 1
+        try:
+            return await self.queues.receive_async(self.bridge, queue, max_messages,
+                                                   wait_s=wait_s, visibility_s=visibility_s,
+                                                   attempt=self._look)
+        finally:
+            if may_wait and self.max_long_polls is not None:
+                self.long_polls -= 1
 
     async def _look(self, record: QueueRecord, n: int, visibility_s: int | None,
                     ) -> list[ReceivedMessage]:

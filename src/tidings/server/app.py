@@ -13,19 +13,22 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 from urllib.parse import urlparse
 
-from fastapi import FastAPI, Response
+from fastapi import Depends, FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
 from tidings.engine.coalesce import Coalescer
 from tidings.engine.metrics import REGISTRY
+from tidings.server.access import Access
 from tidings.server.aws import mount_sqs
 from tidings.server.aws.scheduler import scheduler_routes
 from tidings.server.aws.ses import ses_routes
 from tidings.server.console import console_routes
 from tidings.server.errors import install_native_handlers
-from tidings.server.native import campaigns, email, messages, queues, schedules
+from tidings.server.limits import Limits
+from tidings.server.native import audit, campaigns, email, messages, queues, schedules
+from tidings.server.native.auth import AuditTrail, authorise_native
 from tidings.server.native.deps import Context
 from tidings.server.native.models import HealthOut
 
@@ -45,17 +48,19 @@ def _version() -> str:
 
 
 def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer | None = None,
-               lifespan: Lifespan | None = None) -> FastAPI:
+               lifespan: Lifespan | None = None, access: Access | None = None) -> FastAPI:
     """The HTTP application over `t`.
 
     Without a `bridge`, the app makes one sized by the store's `max_concurrency` and closes
     it at shutdown; a given bridge belongs to the caller. Without a `coalescer` (the group
     commit of sends and deletes) the app makes one over its bridge. `lifespan` runs inside
-    the app's own (the node passes its own, which starts the engine loops).
+    the app's own (the node passes its own, which starts the engine loops). `access`
+    (default: from the settings) says which bearer tokens the native API takes.
     """
     owned = bridge is None
     the_bridge = bridge if bridge is not None else Bridge(t.max_concurrency)
-    group_commit = coalescer if coalescer is not None else Coalescer(t.queues, the_bridge)
+    group_commit = coalescer if coalescer is not None else Coalescer(
+        t.queues, the_bridge, max_long_polls=t.settings.max_long_polls)
 
     @contextlib.asynccontextmanager
     async def app_lifespan(app: FastAPI) -> AsyncIterator[Any]:
@@ -77,8 +82,14 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
         '`{"error": {"code", "message", "field"}}`; bad input is a 400 naming the field '
         "and the rule it broke.",
         lifespan=app_lifespan,
+        # Every native route: the token and scope check (server/native/auth.py).
+        dependencies=[Depends(authorise_native)],
     )
     app.state.tidings_context = Context(t, the_bridge, group_commit)
+    app.state.tidings_access = access if access is not None else Access.from_settings(
+        t.settings)
+    limits = Limits.from_settings(t.settings)
+    app.state.tidings_limits = limits
     install_native_handlers(app)
 
     db = backend_name(t.database_url)
@@ -94,6 +105,7 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
     app.include_router(email.router)
     app.include_router(email.unsubscribe_router)
     app.include_router(campaigns.router)
+    app.include_router(audit.router)
 
     @app.get("/metrics", tags=["health"], response_class=Response,
              responses={200: {"content": {CONTENT_TYPE_LATEST: {}},
@@ -111,4 +123,11 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
     app.router.routes.extend(scheduler_routes(t, the_bridge))
     app.router.routes.extend(ses_routes(t, the_bridge))
     mount_sqs(app, t, the_bridge, group_commit)
+
+    async def record(actor: str, face: str, action: str, resource: str) -> None:
+        await the_bridge.run(t.audit.record, actor, face, action, resource)
+
+    # Outermost last: the limits see a request before anything reads it.
+    app.add_middleware(AuditTrail, record=record)
+    app.add_middleware(limits.middleware)
     return app

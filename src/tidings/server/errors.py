@@ -19,15 +19,19 @@ from tidings.email.template_engine import RenderingError
 from tidings.errors import (
     BatchError,
     ConflictError,
+    Forbidden,
     GroupNotFound,
     MessageNotInflight,
     NotFoundError,
+    PayloadTooLarge,
     PurgeInProgress,
     QueueNotFound,
     ReceiptHandleInvalid,
     ScheduleNotFound,
     StoreUnavailable,
     TidingsError,
+    TooManyLongPolls,
+    Unauthorized,
     ValidationError,
 )
 
@@ -53,6 +57,10 @@ ERROR_TABLE: dict[type[object], ErrorRow] = {
     BatchError: ErrorRow(400, "BatchError", "BatchError"),  # codes come from the instance
     PurgeInProgress: ErrorRow(403, "PurgeQueueInProgress", "PurgeQueueInProgress"),
     StoreUnavailable: ErrorRow(503, "ServiceUnavailable", "ServiceUnavailable"),
+    Unauthorized: ErrorRow(401, "MissingAuthenticationToken", "Unauthorized"),
+    Forbidden: ErrorRow(403, "AccessDenied", "Forbidden"),
+    PayloadTooLarge: ErrorRow(413, "RequestEntityTooLarge", "PayloadTooLarge"),
+    TooManyLongPolls: ErrorRow(429, "OverLimit", "TooManyLongPolls"),
     # the data given does not fill the template: the caller's input, so a 400
     RenderingError: ErrorRow(400, "BadRequestException", "RenderingFailure"),
     TidingsError: ErrorRow(500, "InternalFailure", "InternalFailure"),
@@ -92,7 +100,10 @@ def native_error(exc: TidingsError) -> dict[str, Any]:
 
 async def _tidings_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TidingsError)
-    return JSONResponse({"error": native_error(exc)}, status_code=_row(exc).status)
+    status = _row(exc).status
+    # RFC 6750: a 401 says which scheme would be accepted.
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": native_error(exc)}, status_code=status, headers=headers)
 
 
 def _field_of(loc: tuple[Any, ...]) -> str:

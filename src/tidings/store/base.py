@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from tidings.model.audit import AuditEntry, EmailIdentity
 from tidings.model.campaigns import CampaignRecord, Step
 from tidings.model.email import Delivery, StoredTemplate, Suppression, SuppressionReason
 from tidings.model.messages import NewMessage, StoredMessage
@@ -465,5 +466,27 @@ class NodeStore(Protocol):
         ...
 
 
-class Store(QueueStore, ScheduleStore, EmailStore, CampaignStore, NodeStore, Protocol):
+# security ----------------------------------------------------------------------------------
+
+
+class SecurityStore(Protocol):
+    """The audit log (append-only) and the verified email identities."""
+
+    def record_audit(self, at: int, actor: str, face: str, action: str,
+                     resource: str) -> None: ...
+    def list_audit(self, actor: str | None, before: int | None,
+                   limit: int) -> list[AuditEntry]:
+        """Newest first; `before` is the `seq` of the previous page's last entry."""
+        ...
+
+    def add_email_identity(self, identity: str, now: int) -> bool:
+        """False when it was there already."""
+        ...
+
+    def delete_email_identity(self, identity: str) -> bool: ...
+    def list_email_identities(self) -> list[EmailIdentity]: ...
+
+
+class Store(QueueStore, ScheduleStore, EmailStore, CampaignStore, NodeStore, SecurityStore,
+            Protocol):
     """Everything a backend stores: the one contract `open_store` returns."""

@@ -7,7 +7,8 @@ from tidings.store.email import SqlEmail
 from tidings.store.nodes import SqlNodes
 from tidings.store.queues import SqlQueues
 from tidings.store.schedules import SqlSchedules
+from tidings.store.security import SqlSecurity
 
 
-class SqlStore(SqlQueues, SqlSchedules, SqlEmail, SqlCampaigns, SqlNodes):
+class SqlStore(SqlQueues, SqlSchedules, SqlEmail, SqlCampaigns, SqlNodes, SqlSecurity):
     """Every part shares `SqlBase` (the driver and its queries); each adds its tables."""

@@ -763,3 +763,24 @@ SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex
 FROM schedules
 WHERE due_at >= %(lo)s AND due_at < %(hi)s AND (due_at, id) > (%(after_due)s, %(after_id)s)
 ORDER BY due_at, id LIMIT %(limit)s;
+
+-- security: the audit log and verified email identities
+
+-- name: insert_audit
+INSERT INTO audit_log (at, actor, face, action, resource) VALUES (%s, %s, %s, %s, %s);
+
+-- name: list_audit
+-- Newest first, keyset-paged on seq.
+SELECT seq, at, actor, face, action, resource FROM audit_log
+WHERE seq < %(before)s AND (%(actor)s::text IS NULL OR actor = %(actor)s)
+ORDER BY seq DESC LIMIT %(limit)s;
+
+-- name: insert_email_identity
+INSERT INTO email_identities (identity, created_at) VALUES (%s, %s)
+ON CONFLICT (identity) DO NOTHING;
+
+-- name: delete_email_identity
+DELETE FROM email_identities WHERE identity = %s;
+
+-- name: list_email_identities
+SELECT identity, created_at FROM email_identities ORDER BY identity;

@@ -623,3 +623,24 @@ SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex
 FROM schedules
 WHERE due_at >= :lo AND due_at < :hi AND (due_at, id) > (:after_due, :after_id)
 ORDER BY due_at, id LIMIT :limit;
+
+-- security: the audit log and verified email identities
+
+-- name: insert_audit
+INSERT INTO audit_log (at, actor, face, action, resource) VALUES (?, ?, ?, ?, ?);
+
+-- name: list_audit
+-- Newest first, keyset-paged on seq.
+SELECT seq, at, actor, face, action, resource FROM audit_log
+WHERE seq < :before AND (:actor IS NULL OR actor = :actor)
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: insert_email_identity
+INSERT INTO email_identities (identity, created_at) VALUES (?, ?)
+ON CONFLICT (identity) DO NOTHING;
+
+-- name: delete_email_identity
+DELETE FROM email_identities WHERE identity = ?;
+
+-- name: list_email_identities
+SELECT identity, created_at FROM email_identities ORDER BY identity;

@@ -1,0 +1,91 @@
+"""Whether a node may start where it listens, and the reminder of an open one.
+
+Like Redis's protected mode: a node listening beyond loopback with no credentials at all
+(no API token, no AWS access key) refuses to start, saying how to set them, unless the
+operator passes `--insecure-no-auth`; then a warning repeats every minute in the log, so
+an open node is never forgotten in a corner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from tidings.errors import ValidationError
+from tidings.settings import Settings
+
+log = logging.getLogger("tidings.security")
+
+HOW_TO = ("set TIDINGS_API_TOKENS (e.g. admin:$(tidings token new --bare)) or "
+          "TIDINGS_API_TOKENS_FILE for the native API, and TIDINGS_AWS_KEYS or "
+          "TIDINGS_AWS_KEYS_FILE for the AWS APIs; or listen on 127.0.0.1; or pass "
+          "--insecure-no-auth (TIDINGS_INSECURE_NO_AUTH=true) to run it open anyway")
+
+OPEN_WARNING = ("tidings is listening on %s with authentication off (--insecure-no-auth): "
+                "anyone who can reach it can read, send, purge and delete")
+
+
+def check_exposure(settings: Settings) -> None:
+    """Raise when the node would listen beyond loopback with no credentials."""
+    if settings.loopback_only or settings.has_credentials or settings.insecure_no_auth:
+        return
+    raise ValidationError("host", f"{settings.host} is beyond loopback and no credentials "
+                          f"are configured: {HOW_TO}")
+
+
+def describe(settings: Settings) -> list[str]:
+    """What the node's doors are, for the start-up log (never a secret)."""
+    if settings.development_node:
+        return ["development node (loopback, no credentials): no authentication, webhooks "
+                "may reach private addresses"]
+    out = []
+    native = settings.api_tokens or settings.api_tokens_file
+    aws = settings.aws_keys or settings.aws_keys_file
+    if settings.insecure_no_auth and not settings.loopback_only:
+        out.append("authentication OFF (--insecure-no-auth)")
+    else:
+        out.append("native API: bearer tokens required" if native or not
+                   settings.loopback_only else "native API: open (loopback, no tokens)")
+        out.append("AWS APIs: SigV4 required" if aws or not settings.loopback_only
+                   else "AWS APIs: open (loopback, no keys)")
+    return out
+
+
+class OpenNodeWarning:
+    """A service that logs `OPEN_WARNING` at start and every `interval_s` after."""
+
+    def __init__(self, host: str, interval_s: float = 60.0) -> None:
+        self.host = host
+        self.interval_s = interval_s
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        while not self._stopping.is_set():
+            log.warning(OPEN_WARNING, self.host)
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self.interval_s)
+            except TimeoutError:
+                pass
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+
+def uvicorn_security(settings: Settings) -> dict[str, Any]:
+    """uvicorn options for TLS and proxies.
+
+    `X-Forwarded-For`/`-Proto` are believed only from `TIDINGS_TRUSTED_PROXIES` (uvicorn
+    would otherwise believe them from 127.0.0.1, so any local process could pose as any
+    client); with none, they are ignored."""
+    if bool(settings.tls_cert) != bool(settings.tls_key):
+        raise ValidationError("tls_cert" if settings.tls_key else "tls_key",
+                              "--tls-cert and --tls-key go together")
+    options: dict[str, Any] = {
+        "proxy_headers": bool(settings.trusted_proxies),
+        "forwarded_allow_ips": settings.trusted_proxies or "",
+        "server_header": False,
+    }
+    if settings.tls_cert:
+        options |= {"ssl_certfile": settings.tls_cert, "ssl_keyfile": settings.tls_key}
+    return options
