@@ -202,3 +202,13 @@ def test_insecure_no_auth_starts_and_says_so(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def test_the_console_signs_in_with_the_same_tokens(url: str) -> None:
+    with httpx.Client(base_url=url) as c:
+        page = c.get("/ui/queues")
+        assert page.status_code in (302, 303, 307) and "/ui/signin" in page.headers["location"]
+        assert c.post("/ui/signin", data={"token": "x" * 20}).status_code == 401
+        signed = c.post("/ui/signin", data={"token": READ, "next": "/ui/queues"})
+        assert signed.status_code == 303
+        assert c.get("/ui/queues").status_code == 200

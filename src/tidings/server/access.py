@@ -31,7 +31,7 @@ import hashlib
 import hmac
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -179,3 +179,15 @@ class Access:
             raise Forbidden(f"token {entry.id} has the {entry.scope.label} scope; this "
                             f"action needs {needed.label}")
         return Principal(entry.id, entry.scope)
+
+    def token_check(self) -> Callable[[str], str | None] | None:
+        """For the console: token → its scope's name (None: not a valid token); None for
+        the whole function when tokens are not required (the console is then open)."""
+        if not self.required:
+            return None
+
+        def check(token: str) -> str | None:
+            entry = self.identify(token) if self.tokens else None
+            return None if entry is None else entry.scope.label
+
+        return check

@@ -116,7 +116,8 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
 
     # The console at /ui, before the AWS routes below (whose `POST /{account}/{queue}`
     # would take `/ui/queues/...`).
-    app.router.routes.extend(console_routes(app.state.tidings_context))
+    app.router.routes.extend(console_routes(app.state.tidings_context,
+                                            app.state.tidings_access.token_check()))
 
     # Last: `POST /{account}/{queue}` (SQS query protocol) would otherwise catch `/v1/queues`
     # and the Scheduler and SES v2 APIs' paths, which therefore come just before it.

@@ -57,7 +57,7 @@ def body_limit(method: str, path: str) -> tuple[int | None, str]:
         if method == "POST" and path.startswith("/v1/campaigns/") and path.endswith("/fanout"):
             return None, "native"
         return NATIVE_MAX_BODY, "native"
-    if path.startswith(("/unsubscribe/", "/health", "/metrics")):
+    if path.startswith(("/unsubscribe/", "/health", "/metrics", "/ui")):
         return 64 * 1024, "native"
     return SQS_MAX_BODY, "sqs"
 
