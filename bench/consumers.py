@@ -6,7 +6,8 @@ Fills a queue with N distinct jobs, then starts `tidings worker --app …` (a su
 as users run it) whose handler does nothing, and times it from the worker's start until
 the queue is empty (in flight included). Each job goes through the whole consumer path:
 receive, job-key reservation, handler, acknowledgement with its done record.
-Final line: {"jobs_per_s", "seconds", "peak_rss_mb", ...}; peak_rss_mb is the worker's.
+Final line: {"jobs_per_s", "seconds", "worker_cpu_s", "jobs_per_worker_cpu_s", "peak_rss_mb",
+...}; the last three are the worker's (CPU: user + system, all its threads).
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ def worker_rss_mb(pid: int) -> float:
             if line.startswith("VmHWM:"):
                 return round(int(line.split()[1]) / 1024, 1)
     return 0.0
+
+
+def worker_cpu_s(pid: int) -> float:
+    """User + system CPU the worker used: on a machine shared with other work, jobs per
+    CPU-second says what the consumer path costs, whatever the wall clock says."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -83,6 +92,7 @@ def main() -> None:
                     raise SystemExit(f"the worker exited: {worker.stderr.read().decode()}")
             seconds = time.perf_counter() - start
             rss = worker_rss_mb(worker.pid)
+            cpu = worker_cpu_s(worker.pid)
         finally:
             worker.terminate()
             worker.wait(60)
@@ -94,6 +104,8 @@ def main() -> None:
         "db": db.split(":", 1)[0],
         "jobs_per_s": round(args.n / seconds),
         "seconds": round(seconds, 2),
+        "worker_cpu_s": round(cpu, 2),
+        "jobs_per_worker_cpu_s": round(args.n / cpu) if cpu else None,
         "dead_lettered": dead,
         "peak_rss_mb": rss,
     })
