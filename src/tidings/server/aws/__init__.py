@@ -25,7 +25,8 @@ from tidings.engine.bridge import Bridge
 from tidings.engine.coalesce import Coalescer
 from tidings.errors import TidingsError
 from tidings.server.aws.arns import Naming
-from tidings.server.aws.auth import Authenticator, load_keys
+from tidings.server.aws.auth import AccessDenied, Authenticator
+from tidings.server.aws.grants import SQS_AUDITED, SQS_UNNAMED, filter_sqs_listing, sqs_names
 from tidings.server.aws.sigv4 import SigV4Error
 from tidings.server.aws.sqs import ACTIONS, Call
 from tidings.server.aws.sqs_protocol import (
@@ -75,7 +76,7 @@ class SqsEndpoint:
         self.bridge = bridge
         self.coalescer = coalescer
         self.naming = Naming(s.region, s.account_id, s.public_url)
-        self.auth = Authenticator(load_keys(s), t.clock)
+        self.auth = Authenticator.from_settings(s, t.clock, "sqs")
         self.request_ids = _RequestIds()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -91,18 +92,30 @@ class SqsEndpoint:
             body = await _read_body(receive)
             if is_json:
                 action = str(target).removeprefix(_JSON_TARGET_PREFIX)
-                self.auth.check(scope, body)
+                akid = self.auth.check(scope, body)
                 req = parse_json(body)
             else:
-                self.auth.check(scope, body)
+                akid = self.auth.check(scope, body)
                 req = self._form(scope, body)
                 action = str(req.pop("Action", "") or "")
             handler = ACTIONS.get(action)
             if handler is None:
                 raise SqsError("InvalidAction", f"The action {action or '(none)'} is not valid "
                                "for this endpoint.")
+            grant = self.auth.grant(akid)
+            names = sqs_names(req)
+            if grant.prefixes is not None:
+                if action in SQS_UNNAMED:
+                    raise AccessDenied(f"User: {akid} is not authorized to perform: "
+                                       f"sqs:{action}: the key is limited to name prefixes")
+                self.auth.check_names(akid, action, names)
             result = await handler(Call(self.t, self.bridge, self.coalescer, self.naming,
                                         self._base(scope)), req)
+            if grant.prefixes is not None:
+                result = filter_sqs_listing(result, grant.allows_name)
+            if action in SQS_AUDITED:
+                await self.bridge.run(self.t.audit.record, akid or "anonymous", "sqs",
+                                      f"sqs:{action}", ",".join(names) or "-")
         except SigV4Error as exc:
             err = SqsError(exc.json_code if is_json else exc.code, exc.message,
                            query_code=exc.code, status=exc.status)

@@ -19,6 +19,9 @@ from tidings.server.aws.sigv4 import SigV4Error
 
 log = logging.getLogger("tidings.aws")
 
+#: Where `endpoint` leaves the access key id that signed the request (None: checks off).
+AWS_KEY = "tidings.aws_key"
+
 Doc = dict[str, Any]
 
 
@@ -64,7 +67,7 @@ def endpoint(op: Callable[[Request, bytes], Awaitable[Doc]], auth: Authenticator
         request_id = str(uuid.uuid4())
         try:
             body = await read_body(request, limit, too_long_code)
-            auth.check(request.scope, body)
+            request.scope[AWS_KEY] = auth.check(request.scope, body)
             result = await op(request, body)
         except SigV4Error as exc:
             return json_response(exc.status, {message_key: exc.message}, request_id,

@@ -30,8 +30,9 @@ from tidings.errors import TidingsError, ValidationError
 from tidings.model.queues import check_range
 from tidings.model.schedules import DEFAULT_GROUP, Schedule, TargetKind
 from tidings.server.aws.arns import Naming
-from tidings.server.aws.auth import Authenticator, load_keys
-from tidings.server.aws.restjson import RestJsonError, endpoint
+from tidings.server.aws.auth import Authenticator
+from tidings.server.aws.grants import action_name, scheduler_names
+from tidings.server.aws.restjson import AWS_KEY, RestJsonError, endpoint
 from tidings.server.aws.scheduler_shapes import (
     Shapes,
     group_from_arn,
@@ -75,7 +76,8 @@ class SchedulerApi:
         self.bridge = bridge
         self.schedules = t.schedules
         self.shapes = Shapes(Naming(s.region, s.account_id, s.public_url), s.lambda_webhooks)
-        self.auth = Authenticator(load_keys(s), t.clock, service="scheduler")
+        self.auth = Authenticator.from_settings(s, t.clock, "scheduler")
+        self.audit = t.audit
 
     def routes(self) -> list[Route]:
         """Separate routes per method: Starlette falls through to the one whose method
@@ -98,8 +100,26 @@ class SchedulerApi:
         return [Route(path, self._endpoint(op), methods=[method]) for path, method, op in table]
 
     def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
+        op_name = op.__name__
+        action = f"scheduler:{action_name(op_name)}"
+
         async def call(request: Request, body: bytes) -> Doc:
-            return await op(request, parse_body(body))
+            doc = parse_body(body)
+            akid = request.scope.get(AWS_KEY)
+            grant = self.auth.grant(akid)
+            names = scheduler_names(request.path_params, request.query_params, doc,
+                                    request.url.path, op_name)
+            if grant.prefixes is not None:
+                self.auth.check_names(akid, action_name(op_name), names)
+            result = await op(request, doc)
+            if grant.prefixes is not None:  # listings: only what the key may see
+                for key, field in (("Schedules", "GroupName"), ("ScheduleGroups", "Name")):
+                    if isinstance(result.get(key), list):
+                        result[key] = [x for x in result[key] if grant.allows_name(x[field])]
+            if request.method != "GET":
+                await self.bridge.run(self.audit.record, akid or "anonymous", "scheduler",
+                                      action, ",".join(names) or "-")
+            return result
 
         return endpoint(call, self.auth, service="Scheduler", message_key="Message",
                         limit=MAX_REQUEST_BYTES, too_long_code="ValidationException",

@@ -40,8 +40,9 @@ from tidings.engine.bridge import Bridge
 from tidings.errors import NotFoundError, StoreUnavailable, TidingsError, ValidationError
 from tidings.model.email import SuppressionReason
 from tidings.model.queues import check_range
-from tidings.server.aws.auth import Authenticator, load_keys
-from tidings.server.aws.restjson import RestJsonError, endpoint
+from tidings.server.aws.auth import Authenticator
+from tidings.server.aws.grants import SES_NOT_AUDITED, action_name
+from tidings.server.aws.restjson import AWS_KEY, RestJsonError, endpoint
 from tidings.server.aws.scheduler_shapes import parse_body
 from tidings.server.aws.ses_shapes import (
     bulk_messages,
@@ -89,7 +90,7 @@ class SesApi:
         self.t = t
         self.email = t.email
         self.bridge = bridge
-        self.auth = Authenticator(load_keys(t.settings), t.clock, service="ses")
+        self.auth = Authenticator.from_settings(t.settings, t.clock, "ses")
 
     def routes(self) -> list[Route]:
         templates, suppressed = "/v2/email/templates", "/v2/email/suppression/addresses"
@@ -110,8 +111,16 @@ class SesApi:
         return [Route(path, self._endpoint(op), methods=[method]) for path, method, op in table]
 
     def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
+        audited = op.__name__ not in SES_NOT_AUDITED
+        action = f"ses:{action_name(op.__name__)}"
+
         async def call(request: Request, body: bytes) -> Doc:
-            return await op(request, parse_body(body))
+            result = await op(request, parse_body(body))
+            if audited and request.method != "GET":
+                await self.bridge.run(self.t.audit.record,
+                                      request.scope.get(AWS_KEY) or "anonymous", "ses",
+                                      action, request.url.path)
+            return result
 
         return endpoint(call, self.auth, service="SES", message_key="message",
                         limit=MAX_REQUEST_BYTES, too_long_code="MessageRejected",
