@@ -39,7 +39,7 @@ from tidings.engine.internal_queues import DELIVERY_QUEUE, EMAIL_QUEUE, RETENTIO
 from tidings.model.schedules import ActionAfterCompletion, ScheduleSpec, Target, TargetKind
 from tidings.settings import Settings
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 RUNS = int(os.environ.get("TIDINGS_CRASH_RUNS", "20"))
 
