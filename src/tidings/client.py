@@ -18,6 +18,7 @@ from tidings.notify.local import LocalNotifier
 from tidings.settings import Settings
 from tidings.store import open_store
 from tidings.store.base import Store
+from tidings.targets.guard import WebhookGuard
 
 
 class Tidings:
@@ -47,7 +48,8 @@ class Tidings:
         self.schedules = ScheduleService(
             self.store, self.clock, self.notifier,
             arn_prefix=f"arn:aws:scheduler:{self.settings.region}:{self.settings.account_id}",
-            queue_lookup=self.queues.get_queue_cached)
+            queue_lookup=self.queues.get_queue_cached,
+            webhook_guard=WebhookGuard.from_settings(self.settings))
         self.email = EmailService(self.store, self.clock, self.queues, self.settings)
         self.campaigns = CampaignService(self.store, self.clock, self.notifier, self.schedules,
                                          email_rate_per_s=self.settings.smtp_max_rate)

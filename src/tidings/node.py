@@ -86,7 +86,8 @@ class Node:
         self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock, t.notifier,
                                      self.bridge, idle_poll_s=idle_poll_s)
         self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret(),
-                               email=EmailDelivery(t.email, self.bridge, settings))
+                               email=EmailDelivery(t.email, self.bridge, settings),
+                               webhook_guard=t.schedules.webhook_guard)
         self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock), t.queues,
                                    self.bridge, concurrency=settings.concurrency,
                                    grace_s=settings.shutdown_grace_s)

@@ -16,11 +16,13 @@ import uvicorn
 
 
 @contextmanager
-def running_server(app: Any, *, startup_timeout_s: float = 10.0) -> Iterator[str]:
-    """Serve `app` until the block ends; yields its base URL (http://127.0.0.1:PORT)."""
+def running_server(app: Any, *, startup_timeout_s: float = 10.0,
+                   host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve `app` until the block ends; yields its base URL (http://127.0.0.1:PORT, or
+    another loopback `host`)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))  # the kernel picks a free port; no race with other tests
+    sock.bind((host, 0))  # the kernel picks a free port; no race with other tests
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on", ws="none",
                             http="h11", timeout_graceful_shutdown=5)
@@ -34,7 +36,7 @@ def running_server(app: Any, *, startup_timeout_s: float = 10.0) -> Iterator[str
             raise RuntimeError("the test server did not start")
         time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
         thread.join(15)

@@ -34,6 +34,7 @@ from tidings.targets.base import (
 from tidings.targets.deadletter import dead_letter_attributes
 from tidings.targets.email import EmailDelivery
 from tidings.targets.function import as_input, event_for
+from tidings.targets.guard import WebhookGuard
 from tidings.targets.webhook import WebhookSender
 
 log = logging.getLogger("tidings.deliveries")
@@ -44,10 +45,11 @@ class Targets:
     """Delivers one input to one non-queue target."""
 
     def __init__(self, queues: QueueService, functions: dict[str, Any],
-                 webhook_secret: bytes, email: EmailDelivery | None = None) -> None:
+                 webhook_secret: bytes, email: EmailDelivery | None = None,
+                 webhook_guard: WebhookGuard | None = None) -> None:
         self.queues = queues
         self.functions = functions
-        self.webhooks = WebhookSender(webhook_secret)
+        self.webhooks = WebhookSender(webhook_secret, webhook_guard)
         self.email = email
 
     async def deliver(self, target: Target, body: str, ctx: FiringContext, attempt: int,

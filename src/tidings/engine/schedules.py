@@ -47,6 +47,7 @@ from tidings.model.schedules import (
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
 from tidings.store.base import NewSchedule, Store
 from tidings.targets.base import FiringContext, render_input
+from tidings.targets.guard import WebhookGuard
 from tidings.triggers import Trigger, parse_expression
 
 
@@ -116,8 +117,12 @@ Placed = tuple[int, ScheduleSpec] | CreateResult
 class ScheduleService:
     def __init__(self, store: Store, clock: Clock, notifier: Notifier, *,
                  arn_prefix: str = "arn:aws:scheduler:us-east-1:000000000000",
-                 queue_lookup: Callable[[str], QueueRecord] | None = None) -> None:
+                 queue_lookup: Callable[[str], QueueRecord] | None = None,
+                 webhook_guard: WebhookGuard | None = None) -> None:
+        """`webhook_guard` refuses, at creation, webhook URLs that name an address
+        webhooks may not reach (its deliveries check again after resolving)."""
         self.store = store
+        self.webhook_guard = webhook_guard or WebhookGuard(enabled=False)
         self.clock = clock
         self.notifier = notifier
         self.arn_prefix = arn_prefix
@@ -183,6 +188,8 @@ class ScheduleService:
                       known_templates: set[str] | None = None, *,
                       queue_must_exist: bool = True) -> None:
         target = spec.target
+        if target.kind is TargetKind.WEBHOOK:
+            self.webhook_guard.check_url(target.destination)
         if target.kind is TargetKind.EMAIL:
             check_email_target(self.store, target, known_templates)
         if target.kind is TargetKind.QUEUE:

@@ -8,6 +8,10 @@ Headers a receiver can rely on:
   target's `secret` (or the node's webhook secret). Including the timestamp lets the
   receiver reject replays of an old delivery.
 
+Where it may go: `targets/guard.py` (the SSRF guard) checks the destination, and the
+request is sent to the very address it checked. Redirects are not followed: a 3xx is a
+permanent failure.
+
 Outcome: 2xx delivered; 408, 429, 5xx, timeouts and connection errors are retried with
 the target's retry policy; any other status is a permanent failure (a retry would get the
 same answer) and goes straight to the dead-letter queue.
@@ -18,11 +22,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
+from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
 from tidings.model.schedules import Target
 from tidings.targets.base import DeliveryError, FiringContext, scheduled_time_text
+from tidings.targets.guard import WebhookGuard
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -33,8 +40,9 @@ def signature(secret: bytes, timestamp: int, body: bytes) -> str:
 
 
 class WebhookSender:
-    def __init__(self, default_secret: bytes) -> None:
+    def __init__(self, default_secret: bytes, guard: WebhookGuard | None = None) -> None:
         self.default_secret = default_secret
+        self.guard = guard or WebhookGuard(enabled=False)
         self._client = httpx.AsyncClient(follow_redirects=False)
 
     async def send(self, target: Target, body: str, ctx: FiringContext, attempt: int) -> int:
@@ -53,9 +61,17 @@ class WebhookSender:
         for name, value in (target.options.get("headers") or {}).items():
             headers.setdefault(str(name).lower(), str(value))
         timeout = float(target.options.get("timeout_s") or DEFAULT_TIMEOUT_S)
+        url = target.destination
+        extensions: dict[str, Any] = {}
+        plan = await self.guard.plan(url)
+        if plan is not None:  # connect to the checked address; the name stays for the peer
+            url = plan.url
+            headers["host"] = urlsplit(target.destination).netloc.rsplit("@", 1)[-1]
+            if plan.tls:
+                extensions["sni_hostname"] = plan.host
         try:
-            response = await self._client.post(target.destination, content=payload,
-                                               headers=headers, timeout=timeout)
+            response = await self._client.post(url, content=payload, headers=headers,
+                                               timeout=timeout, extensions=extensions)
         except httpx.TimeoutException:
             raise DeliveryError("Timeout", f"no answer within {timeout:g} s") from None
         except httpx.HTTPError as exc:

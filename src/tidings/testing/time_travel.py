@@ -109,7 +109,7 @@ class TimeTravel:
         ensure_internal_queues(t.queues)
         email = EmailDelivery(t.email, self._bridge, self.settings, relay=self.relay)
         self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret(),
-                               email=email)
+                               email=email, webhook_guard=t.schedules.webhook_guard)
         self._dispatcher = Dispatcher(t.schedules, t.queues, t.store, self.clock, t.notifier,
                                       self._bridge)
         self._internal = [delivery_app(self.targets, t.queues, self.clock),
