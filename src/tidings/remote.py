@@ -17,6 +17,7 @@ QueueNotFound, InvalidParameterValue, …); the token is never part of an error 
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 from urllib.parse import quote
 
@@ -37,7 +38,7 @@ class RemoteError(TidingsError):
 
 class RemoteTidings:
     def __init__(self, url: str | None = None, *, token: str | None = None,
-                 timeout_s: float = 30.0, verify: bool | str = True,
+                 timeout_s: float = 30.0, verify: bool | ssl.SSLContext = True,
                  settings: Settings | None = None) -> None:
         s = settings or Settings.from_env(url=url, token=token)
         if not s.url:
