@@ -11,6 +11,7 @@ from tidings.engine.audit import AuditService
 from tidings.engine.campaigns import CampaignService
 from tidings.engine.overview import OverviewService
 from tidings.engine.queues import CROSS_PROCESS_POLL_S, QueueService
+from tidings.engine.schedule_search import ScheduleSearch
 from tidings.engine.schedules import ScheduleService
 from tidings.model.receipts import ReceiptSigner
 from tidings.notify.base import Notifier
@@ -55,6 +56,7 @@ class Tidings:
                                          email_rate_per_s=self.settings.smtp_max_rate)
         self.overview = OverviewService(self.store, self.clock, self.queues)
         self.audit = AuditService(self.store, self.clock)
+        self.schedule_search = ScheduleSearch(self.store, self.clock)
 
     @property
     def database_url(self) -> str:

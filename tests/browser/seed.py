@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from tidings.client import Tidings
 from tidings.model.queues import RedrivePolicy
+from tidings.model.schedules import ScheduleSpec, Target, TargetKind
+from tidings.model.states import ScheduleState
 
 #: Shown as text wherever they appear, never run: the tests check no script ran.
 XSS_BODY = "<script>window.pwned = 1</script>"
@@ -31,6 +33,30 @@ def queues(t: Tidings) -> None:
         q.send("purge-me", f'{{"n": {i}}}')
 
 
+def schedules(t: Tidings) -> None:
+    """billing/invoice-daily (a weekday cron in Paris, hostile description and input),
+    120 schedules in the group bulk (three pages), and one each to disable, enable, delete."""
+    s = t.schedules
+    s.create_group("billing")
+    s.create_group("bulk")
+    s.create(ScheduleSpec(name="invoice-daily", group="billing",
+                          expression="cron(0 9 ? * MON-FRI *)", timezone="Europe/Paris",
+                          target=Target(TargetKind.QUEUE, "emails", input=XSS_IMG,
+                                        dead_letter_queue="orders-dlq"),
+                          description=XSS_BODY))
+    s.create(ScheduleSpec(name="hook", expression="rate(1 day)",
+                          target=Target(TargetKind.WEBHOOK, "https://hooks.example.com/t")))
+    for name in ("to-disable", "to-delete"):
+        s.create(ScheduleSpec(name=name, expression="rate(1 day)",
+                              target=Target(TargetKind.QUEUE, "emails")))
+    s.create(ScheduleSpec(name="to-enable", expression="rate(1 day)", state=ScheduleState.DISABLED,
+                          target=Target(TargetKind.QUEUE, "emails")))
+    list(s.create_many(ScheduleSpec(name=f"bulk-{i:03d}", group="bulk", expression="rate(7 days)",
+                               target=Target(TargetKind.QUEUE, "emails"))
+                       for i in range(120)))
+
+
 def everything(url: str) -> None:
     with Tidings(url) as t:
         queues(t)
+        schedules(t)

@@ -242,6 +242,18 @@ class ScheduleGroup:
     client_token: str | None = None  # the create's ClientToken: a retry is idempotent
 
 
+class ScheduleKey(NamedTuple):
+    """What a search reads of a schedule it walks past: its keys, state and target (JSON
+    text, parsed only when a filter asks)."""
+
+    id: int
+    group: str
+    name: str
+    state: str
+    target: str
+    due_at: int | None
+
+
 class ScheduleRow(NamedTuple):
     """A schedule as the bulk path writes it (fan-out), valid by construction: a tuple in
     the store's column order, so it goes to `executemany` or COPY as it is."""

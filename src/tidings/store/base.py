@@ -29,7 +29,13 @@ from tidings.model.messages import NewMessage, StoredMessage
 from tidings.model.nodes import NodeRecord, TakenCount
 from tidings.model.queues import MoveTask, QueueAttributes, QueueCounts, QueueRecord
 from tidings.model.receipts import Receipt
-from tidings.model.schedules import Schedule, ScheduleGroup, ScheduleRow, ScheduleSpec
+from tidings.model.schedules import (
+    Schedule,
+    ScheduleGroup,
+    ScheduleKey,
+    ScheduleRow,
+    ScheduleSpec,
+)
 from tidings.model.states import CampaignStatus, DeliveryState, MoveTaskStatus
 
 # queues ------------------------------------------------------------------------------------
@@ -463,6 +469,16 @@ class NodeStore(Protocol):
     def schedules_by_due(self, start_ms: int, end_ms: int, after: tuple[int, int] | None,
                          limit: int) -> list[Schedule]:
         """Enabled schedules due in [start, end), by (due_at, id) after `after`."""
+        ...
+
+    def schedule_keys(self, group: str | None, prefix: str, after: tuple[str, str] | None,
+                      limit: int) -> list[ScheduleKey]:
+        """`list_schedules`' walk, reading only what a filter needs of each row."""
+        ...
+
+    def due_schedule_keys(self, start_ms: int, end_ms: int, after: tuple[int, int] | None,
+                          limit: int) -> list[ScheduleKey]:
+        """`schedules_by_due`' walk, reading only what a filter needs of each row."""
         ...
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tidings.model.nodes import NodeRecord, TakenCount
-from tidings.model.schedules import Schedule
+from tidings.model.schedules import Schedule, ScheduleKey
 from tidings.store import rows
 from tidings.store.sqlbase import SqlBase
 
@@ -44,3 +44,27 @@ class SqlNodes(SqlBase):
             "lo": max(start_ms, after_due), "hi": end_ms, "after_due": after_due,
             "after_id": after_id, "limit": limit})
         return [rows.schedule(r) for r in found]
+
+    def schedule_keys(self, group: str | None, prefix: str, after: tuple[str, str] | None,
+                      limit: int) -> list[ScheduleKey]:
+        lo, hi = rows.prefix_range(prefix)
+        after_group, after_name = after or ("", "")
+        if group is None:
+            found = self._all("schedule_keys", {
+                "lo": lo, "hi": hi, "after_group": after_group, "after_name": after_name,
+                "limit": limit})
+        elif after_group > group:
+            found = []
+        else:
+            found = self._all("group_schedule_keys", {
+                "group": group, "lo": lo, "hi": hi,
+                "after_name": after_name if after_group == group else "", "limit": limit})
+        return [ScheduleKey(*r) for r in found]
+
+    def due_schedule_keys(self, start_ms: int, end_ms: int, after: tuple[int, int] | None,
+                          limit: int) -> list[ScheduleKey]:
+        after_due, after_id = after or (start_ms - 1, 0)
+        found = self._all("due_schedule_keys", {
+            "lo": max(start_ms, after_due), "hi": end_ms, "after_due": after_due,
+            "after_id": after_id, "limit": limit})
+        return [ScheduleKey(*r) for r in found]

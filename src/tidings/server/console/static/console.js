@@ -21,6 +21,16 @@
     return main.querySelector("input[type=checkbox]:checked") !== null;
   }
 
+  function localTimes(scope) {
+    // Instants in the viewer's own time zone, which only the browser knows.
+    scope.querySelectorAll("[data-local-ms]").forEach(function (cell) {
+      const when = new Date(Number(cell.dataset.localMs));
+      cell.textContent = when.toLocaleString(undefined, {
+        year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
+        second: "2-digit", timeZoneName: "short"});
+    });
+  }
+
   let live = localStorage.getItem("tidings-live") !== "off";
 
   async function refresh() {
@@ -34,6 +44,7 @@
       const fresh = doc.getElementById("main");
       if (fresh && !busy(main)) {
         main.replaceChildren(...fresh.childNodes);
+        localTimes(main);
         const stamp = document.getElementById("updated");
         if (stamp) stamp.textContent = "updated " + new Date().toLocaleTimeString();
       }
@@ -44,6 +55,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     const main = document.getElementById("main");
+    localTimes(document);
     const themeButton = document.getElementById("theme-toggle");
     if (themeButton) {
       themeButton.textContent = "Theme: " + (root.dataset.theme || "auto");

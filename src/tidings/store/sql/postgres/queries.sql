@@ -784,3 +784,22 @@ DELETE FROM email_identities WHERE identity = %s;
 
 -- name: list_email_identities
 SELECT identity, created_at FROM email_identities ORDER BY identity;
+
+-- name: schedule_keys
+-- What a filtered search reads of each schedule it walks past: little, so a scan of
+-- thousands stays quick; the matches are then read whole.
+SELECT id, group_name, name, state, target, due_at FROM schedules
+WHERE name COLLATE "C" >= %(lo)s AND name COLLATE "C" < %(hi)s
+  AND (group_name COLLATE "C", name COLLATE "C") > (%(after_group)s, %(after_name)s)
+ORDER BY group_name COLLATE "C", name COLLATE "C" LIMIT %(limit)s;
+
+-- name: group_schedule_keys
+SELECT id, group_name, name, state, target, due_at FROM schedules
+WHERE group_name = %(group)s AND name COLLATE "C" >= %(lo)s AND name COLLATE "C" < %(hi)s
+  AND name COLLATE "C" > %(after_name)s
+ORDER BY name COLLATE "C" LIMIT %(limit)s;
+
+-- name: due_schedule_keys
+SELECT id, group_name, name, state, target, due_at FROM schedules
+WHERE due_at >= %(lo)s AND due_at < %(hi)s AND (due_at, id) > (%(after_due)s, %(after_id)s)
+ORDER BY due_at, id LIMIT %(limit)s;

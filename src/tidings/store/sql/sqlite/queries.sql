@@ -644,3 +644,20 @@ DELETE FROM email_identities WHERE identity = ?;
 
 -- name: list_email_identities
 SELECT identity, created_at FROM email_identities ORDER BY identity;
+
+-- name: schedule_keys
+-- What a filtered search reads of each schedule it walks past: little, so a scan of
+-- thousands stays quick; the matches are then read whole.
+SELECT id, group_name, name, state, target, due_at FROM schedules
+WHERE name >= :lo AND name < :hi AND (group_name, name) > (:after_group, :after_name)
+ORDER BY group_name, name LIMIT :limit;
+
+-- name: group_schedule_keys
+SELECT id, group_name, name, state, target, due_at FROM schedules
+WHERE group_name = :group AND name >= :lo AND name < :hi AND name > :after_name
+ORDER BY name LIMIT :limit;
+
+-- name: due_schedule_keys
+SELECT id, group_name, name, state, target, due_at FROM schedules
+WHERE due_at >= :lo AND due_at < :hi AND (due_at, id) > (:after_due, :after_id)
+ORDER BY due_at, id LIMIT :limit;
