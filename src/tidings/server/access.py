@@ -180,14 +180,15 @@ class Access:
                             f"action needs {needed.label}")
         return Principal(entry.id, entry.scope)
 
-    def token_check(self) -> Callable[[str], str | None] | None:
-        """For the console: token → its scope's name (None: not a valid token); None for
-        the whole function when tokens are not required (the console is then open)."""
+    def token_check(self) -> Callable[[str], tuple[str, str] | None] | None:
+        """For the console: token → (its scope's name, its id) (None: not a valid token);
+        None for the whole function when tokens are not required (the console is then
+        open)."""
         if not self.required:
             return None
 
-        def check(token: str) -> str | None:
+        def check(token: str) -> tuple[str, str] | None:
             entry = self.identify(token) if self.tokens else None
-            return None if entry is None else entry.scope.label
+            return None if entry is None else (entry.scope.label, entry.id)
 
         return check

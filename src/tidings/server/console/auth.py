@@ -49,10 +49,11 @@ def routes(console: Console) -> list[Route]:
         except ValueError as exc:
             return HTMLResponse(str(exc), 400, headers=HEADERS)
         token = data.get("token") or ""
-        scope = console.sessions.sign_in(token) if token else None
-        if scope is None:
+        found = console.sessions.sign_in(token) if token else None
+        if found is None:
             return form(request, "That token is not valid here.", 401)
-        _, cookie = console.sessions.issue(scope, signed_in=console.sessions.required)
+        scope, who = found
+        _, cookie = console.sessions.issue(scope, signed_in=console.sessions.required, who=who)
         response = RedirectResponse(_next(data.get("next")), 303, headers=HEADERS)
         console.remember(request, response, cookie)
         return response

@@ -115,7 +115,7 @@ def routes(console: Console) -> list[Route]:
     return [
         Route("/queues", page(console, list_page), methods=["GET"]),
         Route("/queues/{name}", page(console, one), methods=["GET"]),
-        Route("/queues/{name}/purge", action(console, "operate", purge), methods=["POST"]),
+        Route("/queues/{name}/purge", action(console, "admin", purge), methods=["POST"]),
         Route("/queues/{name}/send", action(console, "operate", send), methods=["POST"]),
         Route("/queues/{name}/redrive", action(console, "operate", redrive), methods=["POST"]),
         Route("/queues/{name}/cancel-move", action(console, "operate", cancel_task),

@@ -27,9 +27,10 @@ SESSION_S = 12 * 3600
 #: Each scope allows what the ones before it do.
 SCOPES = ("read", "operate", "admin")
 
-#: Token → scope (None: not a valid token); None for the whole function: the node has no
-#: tokens configured, and the console is open like the native API.
-TokenCheck = Callable[[str], str | None]
+#: Token → (scope, token id) (None: not a valid token); None for the whole function: the
+#: node requires no tokens, and the console is open like the native API
+#: (`tidings.server.access.Access.token_check`).
+TokenCheck = Callable[[str], tuple[str, str] | None]
 
 
 def allows(scope: str, needed: str) -> bool:
@@ -41,6 +42,7 @@ class Session:
     sid: str
     scope: str
     signed_in: bool  # with a token (False: the open console's anonymous session)
+    who: str = "anonymous"  # the token's id (never the token), for the audit log
 
 
 class Sessions:
@@ -57,11 +59,12 @@ class Sessions:
         return base64.urlsafe_b64encode(
             hmac.new(self.key, payload, hashlib.sha256).digest()).decode().rstrip("=")
 
-    def issue(self, scope: str, signed_in: bool) -> tuple[Session, str]:
+    def issue(self, scope: str, signed_in: bool, who: str = "anonymous",
+              ) -> tuple[Session, str]:
         """A new session and its cookie value."""
-        session = Session(secrets.token_urlsafe(18), scope, signed_in)
+        session = Session(secrets.token_urlsafe(18), scope, signed_in, who)
         payload = json.dumps({"sid": session.sid, "scope": scope, "in": signed_in,
-                              "exp": int(time.time()) + SESSION_S}).encode()
+                              "who": who, "exp": int(time.time()) + SESSION_S}).encode()
         body = base64.urlsafe_b64encode(payload).decode().rstrip("=")
         return session, f"{body}.{self._sign(payload)}"
 
@@ -78,7 +81,8 @@ class Sessions:
             return None
         try:
             data = json.loads(payload)
-            session = Session(str(data["sid"]), str(data["scope"]), bool(data["in"]))
+            session = Session(str(data["sid"]), str(data["scope"]), bool(data["in"]),
+                              str(data.get("who", "anonymous")))
             expires = int(data["exp"])
         except (ValueError, KeyError, TypeError):
             return None
@@ -88,10 +92,10 @@ class Sessions:
             return None  # an open-mode session does not survive tokens being configured
         return session
 
-    def sign_in(self, token: str) -> str | None:
-        """The scope of a valid token, or None."""
+    def sign_in(self, token: str) -> tuple[str, str] | None:
+        """(scope, token id) of a valid token, or None."""
         if self.check is None:
-            return "admin"
+            return "admin", "anonymous"
         return self.check(token)
 
     def csrf_token(self, session: Session) -> str:

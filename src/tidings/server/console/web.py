@@ -204,8 +204,11 @@ def action(console: Console, needed: str, act: Action,
             message = await act(request, session, values)
         except TidingsError as exc:
             message = f"Failed: {exc}"
-        log.info("console action %s by %s session: %s", request.url.path,
-                 "signed-in" if session.signed_in else "open", message)
+        else:
+            action_name = request.url.path.rsplit("/", 1)[-1]
+            await console.ctx.bridge.run(console.ctx.t.audit.record, session.who, "console",
+                                         action_name, request.url.path)
+        log.info("console action %s by %s: %s", request.url.path, session.who, message)
         response = RedirectResponse(back, status_code=303, headers=HEADERS)
         response.set_cookie(FLASH, quote(message)[:1500], max_age=60, path="/ui",
                             httponly=True, samesite="strict",
