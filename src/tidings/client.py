@@ -8,6 +8,7 @@ from typing import Any
 from tidings.clock import Clock, SystemClock
 from tidings.email.service import EmailService
 from tidings.engine.audit import AuditService
+from tidings.engine.campaign_views import CampaignViews
 from tidings.engine.campaigns import CampaignService
 from tidings.engine.overview import OverviewService
 from tidings.engine.queues import CROSS_PROCESS_POLL_S, QueueService
@@ -57,6 +58,7 @@ class Tidings:
         self.overview = OverviewService(self.store, self.clock, self.queues)
         self.audit = AuditService(self.store, self.clock)
         self.schedule_search = ScheduleSearch(self.store, self.clock)
+        self.campaign_views = CampaignViews(self.store, self.clock)
 
     @property
     def database_url(self) -> str:

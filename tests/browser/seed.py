@@ -37,26 +37,72 @@ def schedules(t: Tidings) -> None:
     """billing/invoice-daily (a weekday cron in Paris, hostile description and input),
     120 schedules in the group bulk (three pages), and one each to disable, enable, delete."""
     s = t.schedules
+    t.queues.create_queue("ticks")  # what the schedules fire into
     s.create_group("billing")
     s.create_group("bulk")
     s.create(ScheduleSpec(name="invoice-daily", group="billing",
                           expression="cron(0 9 ? * MON-FRI *)", timezone="Europe/Paris",
-                          target=Target(TargetKind.QUEUE, "emails", input=XSS_IMG,
+                          target=Target(TargetKind.QUEUE, "ticks", input=XSS_IMG,
                                         dead_letter_queue="orders-dlq"),
                           description=XSS_BODY))
     s.create(ScheduleSpec(name="hook", expression="rate(1 day)",
                           target=Target(TargetKind.WEBHOOK, "https://hooks.example.com/t")))
     for name in ("to-disable", "to-delete"):
         s.create(ScheduleSpec(name=name, expression="rate(1 day)",
-                              target=Target(TargetKind.QUEUE, "emails")))
+                              target=Target(TargetKind.QUEUE, "ticks")))
     s.create(ScheduleSpec(name="to-enable", expression="rate(1 day)", state=ScheduleState.DISABLED,
-                          target=Target(TargetKind.QUEUE, "emails")))
+                          target=Target(TargetKind.QUEUE, "ticks")))
     list(s.create_many(ScheduleSpec(name=f"bulk-{i:03d}", group="bulk", expression="rate(7 days)",
-                               target=Target(TargetKind.QUEUE, "emails"))
+                               target=Target(TargetKind.QUEUE, "ticks"))
                        for i in range(120)))
+
+
+#: A template that tries everything a preview must not let it do.
+HOSTILE_HTML = ("<h1 style=\"color:#2f6fde\">Hello {{name}}</h1>"
+                "<script>parent.pwned = 3</script>"
+                "<img src=\"http://198.51.100.7/track.png\" alt=\"tracker\">"
+                "<p>Order {{order.id}}</p>")
+
+
+def campaigns(t: Tidings) -> None:
+    """Templates (one hostile), and campaigns spring, autumn, winter (12 recipients, two
+    steps each, in 2027) plus summer, due within hours, for its forecast."""
+    import io
+    from datetime import date
+
+    from tidings.engine.fanout import FanoutOptions
+    from tidings.model.campaigns import Step
+
+    t.email.create_template("welcome", "Welcome {{name}}", html=HOSTILE_HTML,
+                            text="Hi {{name}}, order {{order.id}}")
+    t.email.create_template("nudge", "Still there?", text="Hello again {{name}}")
+    zones = ["America/New_York", "Europe/London", "Asia/Kolkata", "Australia/Sydney"]
+    for campaign in ("spring", "autumn", "winter", "summer"):
+        rows = ["id,email,timezone,name"] + [
+            f"r{i},user{i}@example.com,{zones[i % 4]},Name {i}" for i in range(12)]
+        timing: dict[str, object] = (
+            {"next_time": "12:00"} if campaign == "summer"
+            else {"on": date(2027, 3, 1), "local_time": "09:00"})
+        t.campaigns.fanout(io.BytesIO(("\n".join(rows) + "\n").encode()), FanoutOptions(
+            campaign=campaign, template="welcome", sender="news@example.com",
+            steps=(Step("welcome", 0, "09:00"), Step("nudge", 2, "10:00", "nudge")),
+            **timing))  # type: ignore[arg-type]
+
+
+def email(t: Tidings) -> None:
+    """Deliveries waiting for a relay, and a suppression list."""
+    for who in ("ada@example.com", "grace@example.com"):
+        t.email.send({"FromEmailAddress": "news@example.com",
+                      "Destination": {"ToAddresses": [who]},
+                      "Content": {"Simple": {"Subject": {"Data": XSS_BODY},
+                                             "Body": {"Text": {"Data": "hello"}}}}})
+    t.email.suppress("bounced@example.com", "BOUNCE")
+    t.email.suppress("remove-me@example.com")
 
 
 def everything(url: str) -> None:
     with Tidings(url) as t:
         queues(t)
         schedules(t)
+        campaigns(t)
+        email(t)

@@ -481,6 +481,15 @@ class NodeStore(Protocol):
         """`schedules_by_due`' walk, reading only what a filter needs of each row."""
         ...
 
+    def schedule_state_counts_by_prefix(self, group: str, prefix: str) -> dict[str, int]:
+        """The group's schedules whose name starts with `prefix` (a campaign step), by state."""
+        ...
+
+    def group_firing_counts(self, group: str, start_ms: int, end_ms: int,
+                            bucket_ms: int) -> list[tuple[int, int]]:
+        """(bucket start, count) of the group's enabled schedules due in [start, end)."""
+        ...
+
 
 # security ----------------------------------------------------------------------------------
 

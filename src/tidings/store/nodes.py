@@ -68,3 +68,14 @@ class SqlNodes(SqlBase):
             "lo": max(start_ms, after_due), "hi": end_ms, "after_due": after_due,
             "after_id": after_id, "limit": limit})
         return [ScheduleKey(*r) for r in found]
+
+    def schedule_state_counts_by_prefix(self, group: str, prefix: str) -> dict[str, int]:
+        lo, hi = rows.prefix_range(prefix)
+        return {r[0]: int(r[1]) for r in self._all("schedule_state_counts_between",
+                                                  (group, lo, hi))}
+
+    def group_firing_counts(self, group: str, start_ms: int, end_ms: int,
+                            bucket_ms: int) -> list[tuple[int, int]]:
+        args = {"bucket": bucket_ms, "group": group, "lo": start_ms, "hi": end_ms}
+        return [(int(r[0]) * bucket_ms, int(r[1]))
+                for r in self._all("group_firings_by_due", args)]

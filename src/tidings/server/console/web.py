@@ -77,6 +77,13 @@ def duration(ms: int | None) -> str:
     return f"{s // 3600} h {s % 3600 // 60} min"
 
 
+def seconds(s: float | None) -> str:
+    """A latency bound for people: ms below a second, else seconds."""
+    if s is None:
+        return "—"
+    return f"{s * 1000:g} ms" if s < 1 else f"{s:g} s"
+
+
 def number(n: int | float | None) -> str:
     return "—" if n is None else f"{n:,}"
 
@@ -89,9 +96,9 @@ def page_url(path: str, params: dict[str, Any]) -> str:
 
 ENV = Environment(loader=FunctionLoader(_load), autoescape=True, undefined=StrictUndefined,
                   trim_blocks=True, lstrip_blocks=True)
-ENV.filters.update(when=when, duration=duration, number=number,
+ENV.filters.update(when=when, duration=duration, number=number, seconds=seconds,
                    path=lambda s: quote(str(s), safe=""))
-ENV.globals.update(ago=ago, page_url=page_url)
+ENV.globals.update(ago=ago, page_url=page_url, zip=zip)
 
 
 class Console:

@@ -803,3 +803,13 @@ ORDER BY name COLLATE "C" LIMIT %(limit)s;
 SELECT id, group_name, name, state, target, due_at FROM schedules
 WHERE due_at >= %(lo)s AND due_at < %(hi)s AND (due_at, id) > (%(after_due)s, %(after_id)s)
 ORDER BY due_at, id LIMIT %(limit)s;
+
+-- name: schedule_state_counts_between
+-- A campaign step's schedules (names from lo to hi in the campaign's group), by state.
+SELECT state, COUNT(*) FROM schedules
+WHERE group_name = %s AND name COLLATE "C" >= %s AND name COLLATE "C" < %s GROUP BY state;
+
+-- name: group_firings_by_due
+-- One group's (a campaign's) enabled schedules due in [start, end), per bucket.
+SELECT due_at / %(bucket)s, COUNT(*) FROM schedules
+WHERE group_name = %(group)s AND due_at >= %(lo)s AND due_at < %(hi)s GROUP BY 1;

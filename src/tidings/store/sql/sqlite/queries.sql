@@ -661,3 +661,13 @@ ORDER BY name LIMIT :limit;
 SELECT id, group_name, name, state, target, due_at FROM schedules
 WHERE due_at >= :lo AND due_at < :hi AND (due_at, id) > (:after_due, :after_id)
 ORDER BY due_at, id LIMIT :limit;
+
+-- name: schedule_state_counts_between
+-- A campaign step's schedules (names from lo to hi in the campaign's group), by state.
+SELECT state, COUNT(*) FROM schedules WHERE group_name = ? AND name >= ? AND name < ?
+GROUP BY state;
+
+-- name: group_firings_by_due
+-- One group's (a campaign's) enabled schedules due in [start, end), per bucket.
+SELECT due_at / :bucket, COUNT(*) FROM schedules
+WHERE group_name = :group AND due_at >= :lo AND due_at < :hi GROUP BY 1;

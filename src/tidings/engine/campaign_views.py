@@ -1,0 +1,74 @@
+"""What the console shows of one campaign beyond its status: each step's progress, the
+campaign's own load forecast, and a recipient's remaining steps (to cancel them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tidings.clock import Clock
+from tidings.errors import ScheduleNotFound, ValidationError
+from tidings.model.campaigns import recipient_key
+from tidings.model.schedules import Schedule
+from tidings.model.states import DeliveryState
+from tidings.store.base import Store
+
+FAILED_STATES = (DeliveryState.FAILED, DeliveryState.BOUNCED, DeliveryState.RENDERING_FAILURE)
+
+
+@dataclass(frozen=True)
+class StepProgress:
+    step: str
+    scheduled: int  # schedules of the step still waiting (enabled or paused)
+    sent: int
+    failed: int
+    suppressed: int
+    queued: int  # fired, waiting for (another) attempt
+
+
+@dataclass(frozen=True)
+class RecipientSteps:
+    recipient_id: str
+    steps: list[tuple[str, Schedule | None]]  # (step, its schedule; None: none left)
+
+
+class CampaignViews:
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+
+    def steps(self, name: str) -> list[StepProgress]:
+        record = self.store.get_campaign(name)
+        out = []
+        for step in record.steps:
+            states = self.store.schedule_state_counts_by_prefix(name, f"{step.name}-")
+            log = self.store.delivery_state_counts(f"{name}/{step.name}-")
+            out.append(StepProgress(
+                step.name, sum(states.values()), log.get(DeliveryState.SENT, 0),
+                sum(log.get(s, 0) for s in FAILED_STATES), log.get(DeliveryState.SUPPRESSED, 0),
+                log.get(DeliveryState.QUEUED, 0)))
+        return out
+
+    def forecast(self, name: str, hours: int = 6,
+                 bucket_ms: int = 60_000) -> tuple[int, list[int]]:
+        """(first bucket start, firings per bucket) of the campaign's schedules."""
+        self.store.get_campaign(name)
+        start = self.clock.now_ms() // bucket_ms * bucket_ms
+        n = hours * 3_600_000 // bucket_ms
+        counts = [0] * n
+        for at, count in self.store.group_firing_counts(name, start, start + n * bucket_ms,
+                                                        bucket_ms):
+            counts[(at - start) // bucket_ms] += count
+        return start, counts
+
+    def recipient(self, name: str, recipient_id: str) -> RecipientSteps:
+        if not recipient_id.strip():
+            raise ValidationError("recipient", "give the recipient's id (its CSV row's id)")
+        record = self.store.get_campaign(name)
+        key = recipient_key(recipient_id.strip())
+        found: list[tuple[str, Schedule | None]] = []
+        for step in record.steps:
+            try:
+                found.append((step.name, self.store.get_schedule(name, f"{step.name}-{key}")))
+            except ScheduleNotFound:
+                found.append((step.name, None))
+        return RecipientSteps(recipient_id.strip(), found)
