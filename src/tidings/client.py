@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from tidings.clock import Clock, SystemClock
+from tidings.clock import Clock, SteppedClock, SystemClock
 from tidings.email.service import EmailService
 from tidings.engine.audit import AuditService
 from tidings.engine.campaign_views import CampaignViews
@@ -35,7 +35,8 @@ class Tidings:
         """`fallback_poll_s` bounds how long a long poll misses a message no notification
         announced; tests raise it to prove that notifications, not polling, woke them."""
         self.settings = settings or Settings.from_env(db=url)
-        self.clock: Clock = clock or SystemClock()
+        self.clock: Clock = clock or (SteppedClock(self.settings.clock_offset_file)
+                                      if self.settings.clock_offset_file else SystemClock())
         self.store: Store = open_store(self.settings.db, now=self.clock.now_ms(),
                                        sqlite_synchronous=self.settings.sqlite_synchronous)
         self.notifier: Notifier = notifier or default_notifier(self.settings.db)

@@ -6,6 +6,7 @@ time instead of sleeping.
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -22,6 +23,40 @@ class SystemClock:
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+
+class SteppedClock:
+    """The wall clock plus an offset read from a file: a test steps this node's wall clock
+    (`TIDINGS_CLOCK_OFFSET_FILE`), as an operator or NTP stepping the system clock would,
+    while monotonic time, which every sleep and timeout uses, runs on untouched.
+
+    The file holds integer milliseconds (may be negative); it is re-read when its
+    modification time changes, looked at no more than every 20 ms."""
+
+    CHECK_S = 0.02
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._offset = 0
+        self._mtime = -1
+        self._checked = -1.0
+        self._read()
+
+    def _read(self) -> None:
+        self._checked = time.monotonic()
+        try:
+            mtime = os.stat(self.path).st_mtime_ns
+            if mtime != self._mtime:
+                with open(self.path, encoding="ascii") as f:
+                    text = f.read().strip()
+                self._offset, self._mtime = int(text or "0"), mtime
+        except (OSError, ValueError):
+            pass  # mid-write or gone: keep the last offset
+
+    def now_ms(self) -> int:
+        if time.monotonic() - self._checked >= self.CHECK_S:
+            self._read()
+        return time.time_ns() // 1_000_000 + self._offset
 
 
 class FrozenClock:

@@ -113,6 +113,10 @@ class Settings:
     tls_key: str | None = _setting(None, "PEM private key for direct HTTPS.")
     trusted_proxies: str | None = _setting(None, "Reverse proxies whose X-Forwarded-* "
                                            "headers are believed: IPs, comma-separated.")
+    # Testing only (tests/integration/test_clock_steps.py): step this node's wall clock.
+    clock_offset_file: str | None = _setting(None, "Testing only: a file of milliseconds "
+                                             "added to this node's wall clock, re-read "
+                                             "when it changes.")
 
     @property
     def loopback_only(self) -> bool:
