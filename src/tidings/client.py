@@ -48,12 +48,13 @@ class Tidings:
             self.store, self.clock, self.notifier, self.signer,
             arn_prefix=f"arn:aws:sqs:{self.settings.region}:{self.settings.account_id}",
             fallback_poll_s=fallback_poll_s)
+        self.email = EmailService(self.store, self.clock, self.queues, self.settings)
         self.schedules = ScheduleService(
             self.store, self.clock, self.notifier,
             arn_prefix=f"arn:aws:scheduler:{self.settings.region}:{self.settings.account_id}",
             queue_lookup=self.queues.get_queue_cached,
-            webhook_guard=WebhookGuard.from_settings(self.settings))
-        self.email = EmailService(self.store, self.clock, self.queues, self.settings)
+            webhook_guard=WebhookGuard.from_settings(self.settings),
+            sender_check=self.email.identities.check_sender)
         self.campaigns = CampaignService(self.store, self.clock, self.notifier, self.schedules,
                                          email_rate_per_s=self.settings.smtp_max_rate)
         self.overview = OverviewService(self.store, self.clock, self.queues)

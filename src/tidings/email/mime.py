@@ -22,6 +22,7 @@ than everything else on the send path together (bench/email.py).
 from __future__ import annotations
 
 import email.utils
+import re
 import secrets
 from dataclasses import dataclass
 from email.charset import QP, Charset
@@ -31,6 +32,7 @@ from pathlib import Path
 from tidings.model.email import split_display
 
 CRLF = "\r\n"
+_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\u2028\u2029\x85]")
 _UTF8_QP = Charset("utf-8")
 _UTF8_QP.body_encoding = QP
 
@@ -76,7 +78,11 @@ def _is_ascii(value: str) -> bool:
 
 
 def unstructured(name: str, value: str) -> str:
-    """One header line (folded), encoded-words only where the text needs them."""
+    """One header line (folded), encoded-words only where the text needs them.
+
+    Line breaks (and other control characters) become spaces: a subject rendered from a
+    recipient's data can never start a header of its own (header injection)."""
+    value = _CONTROLS.sub(" ", value)
     if _is_ascii(value) and len(name) + len(value) < 76:
         return f"{name}: {value}"
     charset = "us-ascii" if _is_ascii(value) else "utf-8"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidings.clock import Clock
+from tidings.email.identities import Identities
 from tidings.email.mime import Unsubscribe
 from tidings.email.sesv2 import RawEmailMessage, parse_send_email, send_email_document
 from tidings.email.suppression import reason_of, suppression_key
@@ -108,6 +109,7 @@ class EmailService:
         self.settings = settings
         self._compiled: TemplateCache[tuple[str, int], CompiledEmailTemplate] = TemplateCache()
         self._tokens: UnsubscribeTokens | None = None
+        self.identities = Identities(store, clock, settings)
 
     # templates ------------------------------------------------------------------------------
 
@@ -233,6 +235,7 @@ class EmailService:
         QUEUED and enqueue its delivery. A named template must exist now."""
         msg = message if isinstance(message, EmailMessage) else parse_send_email(message)
         msg = msg.validated()
+        self.identities.check_sender(msg)
         if msg.template is not None:
             self.compiled(msg.template)  # TemplateNotFound / a stale bad template, now
         delivery_id = str(uuid.uuid4())
@@ -282,6 +285,11 @@ class EmailService:
         existing = self.store.get_deliveries([d for _, d in requests])
         out: list[Prepared | TidingsError] = []
         for msg, delivery_id in requests:
+            try:  # an identity removed since the message was accepted: it is not sent
+                self.identities.check_sender(msg)
+            except ValidationError as exc:
+                out.append(exc)
+                continue
             template = templates.get(msg.template) if msg.template is not None else None
             if isinstance(template, TidingsError):
                 out.append(template)

@@ -368,5 +368,6 @@ def _check_documents(service: ScheduleService, batch: Sequence[ScheduleRow],
     for row in batch:
         step = row.description or ""  # one description per step, so per template
         if step not in checked:
-            check_email_target(service.store, Target.from_json(json.loads(row.target)))
+            check_email_target(service.store, Target.from_json(json.loads(row.target)),
+                               sender_check=service.sender_check)
             checked.add(step)

@@ -33,6 +33,7 @@ from tidings.errors import (
     TidingsError,
     ValidationError,
 )
+from tidings.model.email import EmailMessage
 from tidings.model.queues import QueueRecord, check_range, validate_tags
 from tidings.model.schedules import (
     DEFAULT_GROUP,
@@ -73,7 +74,8 @@ def flex_offset_ms(group: str, name: str, occurrence: int, window_minutes: int |
 
 
 def check_email_target(store: Store, target: Target,
-                       known_templates: set[str] | None = None) -> None:
+                       known_templates: set[str] | None = None,
+                       sender_check: Callable[[EmailMessage], None] | None = None) -> None:
     """The input must be a SendEmail document (checked with sample context values, which
     are only known at firing) naming a template that exists. `known_templates` remembers
     templates already found, so a bulk creation looks each one up once."""
@@ -82,6 +84,8 @@ def check_email_target(store: Store, target: Target,
     sample = FiringContext("arn:aws:scheduler:::schedule/default/sample", "default", "sample",
                            0, "00000000-0000-0000-0000-000000000000")
     msg = parse_send_email(render_input(target.input, sample, 1))
+    if sender_check is not None:
+        sender_check(msg)  # a verified identity (email/identities.py)
     if msg.template is not None and (known_templates is None
                                      or msg.template not in known_templates):
         try:
@@ -118,10 +122,13 @@ class ScheduleService:
     def __init__(self, store: Store, clock: Clock, notifier: Notifier, *,
                  arn_prefix: str = "arn:aws:scheduler:us-east-1:000000000000",
                  queue_lookup: Callable[[str], QueueRecord] | None = None,
-                 webhook_guard: WebhookGuard | None = None) -> None:
+                 webhook_guard: WebhookGuard | None = None,
+                 sender_check: Callable[[EmailMessage], None] | None = None) -> None:
         """`webhook_guard` refuses, at creation, webhook URLs that name an address
-        webhooks may not reach (its deliveries check again after resolving)."""
+        webhooks may not reach (its deliveries check again after resolving);
+        `sender_check` refuses email targets whose From is not a verified identity."""
         self.store = store
+        self.sender_check = sender_check
         self.webhook_guard = webhook_guard or WebhookGuard(enabled=False)
         self.clock = clock
         self.notifier = notifier
@@ -191,7 +198,7 @@ class ScheduleService:
         if target.kind is TargetKind.WEBHOOK:
             self.webhook_guard.check_url(target.destination)
         if target.kind is TargetKind.EMAIL:
-            check_email_target(self.store, target, known_templates)
+            check_email_target(self.store, target, known_templates, self.sender_check)
         if target.kind is TargetKind.QUEUE:
             try:
                 queue = self.queue_lookup(target.destination)

@@ -147,6 +147,8 @@ class EmailMessage:
         if self.template is None:
             if self.subject is None:
                 raise ValidationError("Content.Simple.Subject", "is required")
+            if "\r" in self.subject or "\n" in self.subject:
+                raise ValidationError("Content.Simple.Subject", "must not contain line breaks")
             if not self.text and not self.html:
                 raise ValidationError("Content.Simple.Body", "must have Text, Html or both")
         for name, value in self.headers:

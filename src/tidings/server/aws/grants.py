@@ -26,7 +26,8 @@ SQS_AUDITED = frozenset({
 SQS_UNNAMED = frozenset({"CancelMessageMoveTask"})
 
 #: SES v2 writes that are everyday use, not administration: not audited.
-SES_NOT_AUDITED = frozenset({"send_email", "send_bulk_email", "test_render"})
+SES_NOT_AUDITED = frozenset({"send_email", "send_bulk_email", "test_render",
+                             "list_email_identities"})
 
 
 def name_of_url(url: str) -> str:

@@ -34,6 +34,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tidings.client import Tidings
+from tidings.email.identities import SenderNotVerified
 from tidings.email.service import check_template_name
 from tidings.email.suppression import reason_of
 from tidings.engine.bridge import Bridge
@@ -44,6 +45,7 @@ from tidings.server.aws.auth import Authenticator
 from tidings.server.aws.grants import SES_NOT_AUDITED, action_name
 from tidings.server.aws.restjson import AWS_KEY, RestJsonError, endpoint
 from tidings.server.aws.scheduler_shapes import parse_body
+from tidings.server.aws.ses_identities import IdentityApi
 from tidings.server.aws.ses_shapes import (
     bulk_messages,
     page_suppressions,
@@ -77,7 +79,8 @@ class SesError(RestJsonError):
 
 def _aws_error(exc: TidingsError) -> SesError:
     status, _code, message = error_info(exc)
-    if isinstance(exc, ValidationError) and exc.field.startswith("Content.Raw"):
+    if isinstance(exc, ValidationError) and exc.field.startswith("Content.Raw") or \
+            isinstance(exc, SenderNotVerified):
         return SesError(400, "MessageRejected", message)
     status, code = _CODES.get(status, (500, "InternalFailure"))
     return SesError(status, code, message)
@@ -91,6 +94,7 @@ class SesApi:
         self.email = t.email
         self.bridge = bridge
         self.auth = Authenticator.from_settings(t.settings, t.clock, "ses")
+        self.identity_api = IdentityApi(t.email.identities, bridge)
 
     def routes(self) -> list[Route]:
         templates, suppressed = "/v2/email/templates", "/v2/email/suppression/addresses"
@@ -107,6 +111,14 @@ class SesApi:
             (suppressed, "GET", self.list_suppressed),
             (suppressed + "/{EmailAddress}", "GET", self.get_suppressed),
             (suppressed + "/{EmailAddress}", "DELETE", self.delete_suppressed),
+            ("/v2/email/identities", "POST", self.identity_api.create_email_identity),
+            # the older models GET the collection; botocore's current one POSTs here
+            ("/v2/email/identities", "GET", self.identity_api.list_email_identities),
+            ("/v2/email/list-identities", "POST", self.identity_api.list_email_identities),
+            ("/v2/email/identities/{EmailIdentity}", "GET",
+             self.identity_api.get_email_identity),
+            ("/v2/email/identities/{EmailIdentity}", "DELETE",
+             self.identity_api.delete_email_identity),
         ]
         return [Route(path, self._endpoint(op), methods=[method]) for path, method, op in table]
 
