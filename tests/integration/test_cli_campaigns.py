@@ -74,6 +74,8 @@ def test_fanout_and_campaign_commands(db: str, tmp_path: Path) -> None:
     assert status["counts"]["scheduled"] == 40 and status["schedules_created"] == 40
     removed = as_json(db, tmp_path, "campaign", "cancel-recipient", "spring", "r3")
     assert removed["removed"] == 2
+    again = run(db, tmp_path, "campaign", "cancel-recipient", "spring", "r3", code=1)
+    assert "no pending step" in again.stderr  # an unknown id (or nothing left) is told
     assert as_json(db, tmp_path, "campaign", "pause", "spring")["counts"]["disabled"] == 38
     assert as_json(db, tmp_path, "campaign", "resume", "spring")["counts"]["enabled"] == 38
     listed = as_json(db, tmp_path, "campaign", "list")["campaigns"]

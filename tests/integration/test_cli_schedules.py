@@ -156,3 +156,19 @@ def test_help_lists_the_commands(cli: Cli) -> None:
     groups = cli.ok("schedule-group", "--help")
     for command in ("create", "list", "delete"):
         assert command in groups
+
+
+def test_apply_creates_then_replaces_and_list_shows_local_time(cli: Cli) -> None:
+    args = ["schedule", "apply", "standup", "--expression", "cron(0 9 ? * MON-FRI *)",
+            "--tz", "Europe/Paris", "--queue", "jobs", "--input", '{"type": "standup"}']
+    first = cli.json(*args)
+    again = cli.json(*args)  # a setup script re-run: no "already exists"
+    assert again["modified_at"] == first["modified_at"]
+    moved = cli.json(*args[:4], "cron(0 10 ? * MON-FRI *)", *args[5:])
+    assert moved["expression"] == "cron(0 10 ? * MON-FRI *)"
+    listing = cli.ok("schedule", "list")
+    assert "next fire (local)" in listing and "10:00:00 CE" in listing  # CET or CEST
+
+
+def test_version(cli: Cli) -> None:
+    assert cli.ok("--version").strip().startswith("tidings ")

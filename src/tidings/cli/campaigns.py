@@ -29,6 +29,7 @@ from tidings.cli.output import (
     DbOption,
     JsonOption,
     emit_json,
+    fail,
     line,
     stderr,
     table,
@@ -100,6 +101,9 @@ def cancel_recipient(
     """Delete one recipient's remaining steps (e.g. they converted)."""
     with tidings(db) as t:
         removed = t.campaigns.cancel_recipient(name, recipient_id)
+    if not removed:
+        raise fail(f"recipient {recipient_id!r} has no pending step in campaign {name!r} (an "
+                   "unknown id, or every step already fired)", EXIT_FAILURE)
     if as_json:
         emit_json({"campaign": name, "recipient": recipient_id, "removed": removed})
     else:

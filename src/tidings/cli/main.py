@@ -18,6 +18,23 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,  # locals can hold database URLs with passwords
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from tidings import __version__
+
+        typer.echo(f"tidings {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True,
+        help="Print the version and exit.")] = False) -> None:
+    """Self-hosted queues, schedules and email delivery."""
+
+
 app.add_typer(queues.app, name="queue")
 app.add_typer(schedules.app, name="schedule")
 app.add_typer(schedules.groups_app, name="schedule-group")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
@@ -23,7 +24,7 @@ from tidings.cli.output import (
     table,
     tidings,
 )
-from tidings.clock import SystemClock
+from tidings.clock import SystemClock, from_ms
 from tidings.errors import ValidationError
 from tidings.model.schedules import DEFAULT_GROUP, ScheduleSpec, ScheduleState, Target
 from tidings.server.native.schedule_views import (
@@ -155,6 +156,10 @@ def _saving(how: str, doc: str) -> Callable[..., None]:
 
 app.command("create")(_saving(
     "create", "Create a schedule with one target (--queue, --webhook or --function)."))
+app.command("apply")(_saving(
+    "apply", """Create the schedule, or replace it if it exists (the same options as create):
+    what a setup script re-run wants. A schedule already stored exactly so is left as it
+    is, its next occurrence not recomputed."""))
 app.command("update")(_saving(
     "update", """Replace a schedule's settings: a FULL replace, as AWS UpdateSchedule. Options
     you leave out take their defaults, not their old values (give the target and input again).
@@ -166,7 +171,9 @@ def _save(db: str | None, as_json: bool, how: str, make: Callable[[], ScheduleSp
     inside `tidings()`, which turns bad input into exit code 2 with the field named."""
     with tidings(db) as t:
         spec = make()
-        saved = t.schedules.create(spec) if how == "create" else t.schedules.update(spec)
+        save = {"create": t.schedules.create, "update": t.schedules.update,
+                "apply": t.schedules.put}[how]
+        saved = save(spec)
         doc = schedule_json(saved, t.schedules.schedule_arn(spec.group, spec.name))
     _print_schedule(doc, as_json)
 
@@ -239,12 +246,23 @@ def list_(
         emit_json({"schedules": docs, "next_token": token})
         return
     table(None, ["group", "name", "state", "expression", "timezone", "next fire (UTC)",
-                 "target"],
+                 "next fire (local)", "target"],
           [(d["group"], d["name"], d["state"], d["expression"], d["timezone"],
-            d["due_at"] or "-", f"{d['target']['kind']} {d['target']['destination']}")
-           for d in docs])
+            d["due_at"] or "-", _local(r.due_at, r.spec.timezone),
+            f"{d['target']['kind']} {d['target']['destination']}")
+           for r, d in zip(rows, docs, strict=True)])
     if token:
         line(f"more: --next-token {token}")
+
+
+def _local(ms: int | None, zone: str) -> str:
+    """An instant as the wall clock of the schedule's own zone shows it."""
+    if ms is None:
+        return "-"
+    try:
+        return from_ms(ms).astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
+    except (ZoneInfoNotFoundError, ValueError):
+        return "-"
 
 
 @app.command("next")
