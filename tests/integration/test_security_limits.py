@@ -21,7 +21,12 @@ from serving import running_server
 
 from tidings.client import Tidings
 from tidings.server.app import create_app
-from tidings.server.limits import SCHEDULER_MAX_BODY, SES_MAX_BODY, SQS_MAX_BODY
+from tidings.server.limits import (
+    NATIVE_MAX_BODY,
+    SCHEDULER_MAX_BODY,
+    SES_MAX_BODY,
+    SQS_MAX_BODY,
+)
 from tidings.settings import Settings
 
 
@@ -59,7 +64,7 @@ def raw(url: str, head: str, body: bytes = b"", read_timeout: float = 5) -> tupl
     ("/", "Content-Type: application/x-www-form-urlencoded\r\n", SQS_MAX_BODY),
     ("/schedules/big", "Content-Type: application/json\r\n", SCHEDULER_MAX_BODY),
     ("/v2/email/outbound-emails", "Content-Type: application/json\r\n", SES_MAX_BODY),
-    ("/v1/queues/q/messages", "Content-Type: application/json\r\n", 4 * 1024 * 1024),
+    ("/v1/queues/q/messages", "Content-Type: application/json\r\n", NATIVE_MAX_BODY),
 ])
 def test_a_declared_oversized_body_is_refused_before_it_is_sent(
         url: str, path: str, extra: str, limit: int) -> None:

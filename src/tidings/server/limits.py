@@ -12,10 +12,11 @@ The maxima are each API's own, with room for its envelope and encoding:
 =====================  ==========  ====================================================
 API                    max body    why
 =====================  ==========  ====================================================
-SQS (both protocols)   4 MiB       1 MiB of messages, JSON- or percent-encoded
-Scheduler              64 KiB      Input is at most 8 KiB of text (escaped up to 6x)
+SQS (both protocols)   3 MiB+64K   1 MiB of messages, JSON-escaped (unicode escapes: at most 3
+                                   bytes per byte of UTF-8) or percent-encoded (3 per byte)
+Scheduler              64 KiB      Input is at most 8 KiB of text (escaped: 3x)
 SES v2                 14 MiB      a 10 MB raw message, base64-encoded
-native /v1             4 MiB       1 MiB of message, JSON-escaped
+native /v1             3 MiB+64K   1 MiB of message, JSON-escaped
 campaign fan-out       none        streamed through a bounded buffer as it arrives
 =====================  ==========  ====================================================
 """
@@ -37,10 +38,11 @@ Send = Callable[[Message], Awaitable[None]]
 Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 MiB = 1024 * 1024
-SQS_MAX_BODY = 4 * MiB
+ENVELOPE = 64 * 1024
+SQS_MAX_BODY = 3 * MiB + ENVELOPE
 SCHEDULER_MAX_BODY = 64 * 1024
 SES_MAX_BODY = 14 * MiB
-NATIVE_MAX_BODY = 4 * MiB
+NATIVE_MAX_BODY = 3 * MiB + ENVELOPE
 MAX_HEADER_BYTES = 12 * 1024  # below h11's own 16 KiB, so the answer is ours (431)
 MAX_QUERY_BYTES = 8 * 1024
 

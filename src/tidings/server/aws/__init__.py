@@ -41,6 +41,7 @@ from tidings.server.aws.sqs_protocol import (
     xml_body,
     xml_error,
 )
+from tidings.server.limits import SQS_MAX_BODY
 
 log = logging.getLogger("tidings.sqs")
 
@@ -48,9 +49,10 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
-#: SQS takes at most 1 MiB of messages a request; the query protocol's percent-encoding
-#: can triple that. Anything larger is refused before it is parsed.
-MAX_REQUEST_BYTES = 4 * 1024 * 1024
+#: SQS takes at most 1 MiB of messages a request; JSON escaping or the query protocol's
+#: percent-encoding can triple that. The limits middleware refuses more (413) first;
+#: this is the endpoint's own guard when it is mounted without it.
+MAX_REQUEST_BYTES = SQS_MAX_BODY
 _JSON_TARGET_PREFIX = "AmazonSQS."
 
 

@@ -42,10 +42,11 @@ from tidings.server.aws.scheduler_shapes import (
     tags_out,
 )
 from tidings.server.errors import error_info
+from tidings.server.limits import SCHEDULER_MAX_BODY
 
 log = logging.getLogger("tidings.scheduler")
 
-MAX_REQUEST_BYTES = 1024 * 1024  # a schedule is a few KiB (Input is at most 8192 chars)
+MAX_REQUEST_BYTES = SCHEDULER_MAX_BODY  # a schedule is a few KiB (Input: at most 8192 chars)
 
 #: Scheduler's error names, by the status the error table gives a tidings error.
 _CODES = {400: "ValidationException", 402: "ServiceQuotaExceededException",

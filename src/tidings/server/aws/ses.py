@@ -58,13 +58,14 @@ from tidings.server.aws.ses_shapes import (
     time_in,
 )
 from tidings.server.errors import error_info
+from tidings.server.limits import SES_MAX_BODY
 
 log = logging.getLogger("tidings.ses")
 
 Doc = dict[str, Any]
 Operation = Callable[[Request, Doc], Awaitable[Doc]]
 
-MAX_REQUEST_BYTES = 2 * 1024 * 1024  # a Raw message (640 KiB) in base64, with room to spare
+MAX_REQUEST_BYTES = SES_MAX_BODY  # SES's 10 MB raw message in base64 (tidings sends 640 KiB)
 
 #: SES v2's error names, by the status the error table gives a tidings error. SES answers
 #: 400 for "already exists", where the table says 409.
