@@ -72,6 +72,12 @@ def test_fanout_and_campaign_commands(db: str, tmp_path: Path) -> None:
     assert "schedules created" in human and "40" in human
     status = as_json(db, tmp_path, "campaign", "status", "spring")
     assert status["counts"]["scheduled"] == 40 and status["schedules_created"] == 40
+    shown = as_json(db, tmp_path, "campaign", "show", "spring", "r1")
+    assert [(x["step"], x["state"], x["schedule"]) for x in shown["steps"]] == [
+        ("welcome", "scheduled", "welcome-r1"), ("nudge", "scheduled", "nudge-r1")]  # not r10
+    assert shown["steps"][1]["due_at"].startswith("2031-03-0")
+    unknown = run(db, tmp_path, "campaign", "show", "spring", "nobody", code=1)
+    assert "no recipient 'nobody'" in unknown.stderr
     removed = as_json(db, tmp_path, "campaign", "cancel-recipient", "spring", "r3")
     assert removed["removed"] == 2
     again = run(db, tmp_path, "campaign", "cancel-recipient", "spring", "r3", code=1)

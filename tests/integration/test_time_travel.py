@@ -122,6 +122,8 @@ def test_a_seven_day_drip_to_1000_recipients_in_10_zones() -> None:
                    Step("offer", 5, template="offer")),
             on=date(2026, 10, 23), local_time="09:00"))
         assert summary.schedules_created == 3000
+        # the summary a Python caller gets reports its reading and timing too
+        assert summary.bytes_read == len(rows.encode()) and summary.elapsed_s > 0
         tt.advance(days=7)
         sent = tt.sent_emails
         assert len(sent) == 3000

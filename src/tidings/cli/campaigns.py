@@ -35,10 +35,12 @@ from tidings.cli.output import (
     table,
     tidings,
 )
-from tidings.engine.campaigns import CampaignService, CampaignView
+from tidings.clock import iso
+from tidings.engine.campaigns import CampaignService, CampaignView, RecipientStep
 from tidings.engine.fanout import FanoutOptions, FanoutProgress, FanoutSummary
 from tidings.engine.fanout_source import Columns
 from tidings.engine.fanout_timing import parse_date, parse_step
+from tidings.model.states import ScheduleState
 
 app = typer.Typer(help="Campaigns made by fan-out: status, pause, resume, cancel.",
                   no_args_is_help=True)
@@ -108,6 +110,42 @@ def cancel_recipient(
         emit_json({"campaign": name, "recipient": recipient_id, "removed": removed})
     else:
         line(f"removed {removed} pending step(s) of {recipient_id} in {name}")
+
+
+@app.command("show")
+def show_recipient(
+    name: CampaignArg,
+    recipient_id: Annotated[str, typer.Argument(help="The recipient's id in the fan-out.",
+                                                show_default=False)],
+    db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
+) -> None:
+    """One recipient's steps: when each pending one fires and what each fired one
+    delivered. The id is matched exactly (u1 is not u10)."""
+    with tidings(db) as t:
+        steps = t.campaigns.recipient(name, recipient_id)
+    if not steps:
+        raise fail(f"campaign {name!r} has no recipient {recipient_id!r} (no pending step, "
+                   "no delivery)", EXIT_FAILURE)
+    docs = [_recipient_step(s) for s in steps]
+    if as_json:
+        emit_json({"campaign": name, "recipient": recipient_id, "steps": docs})
+        return
+    table(None, ["step", "state", "due (UTC)", "deliveries"],
+          [(d["step"], d["state"], d["due_at"] or "-",
+            "; ".join(f"{x['state']} {x['updated_at']} {','.join(x['recipients'])}"
+                      for x in d["deliveries"]) or "-") for d in docs])
+
+
+def _recipient_step(step: RecipientStep) -> dict[str, Any]:
+    s = step.schedule
+    return {
+        "step": step.step, "schedule": step.schedule_name,
+        "state": ("fired" if s is None else
+                  "paused" if s.spec.state is ScheduleState.DISABLED else "scheduled"),
+        "due_at": None if s is None or s.due_at is None else iso(s.due_at),
+        "deliveries": [{"id": d.id, "state": d.state.value, "recipients": list(d.recipients),
+                        "updated_at": iso(d.updated_at), "detail": d.detail}
+                       for d in step.deliveries]}
 
 
 @app.command("list")

@@ -17,6 +17,7 @@ Rules (documented for users in docs/campaigns.md):
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -24,16 +25,18 @@ from typing import IO, Any
 from tidings.clock import Clock
 from tidings.engine.fanout import FanoutOptions, FanoutProgress, FanoutSummary, run_fanout
 from tidings.engine.schedules import ScheduleService, flex_offset_ms
-from tidings.errors import ValidationError
+from tidings.errors import ScheduleNotFound, ValidationError
 from tidings.model.campaigns import (
     CampaignCounts,
     CampaignRecord,
     CampaignStatus,
     recipient_key,
 )
+from tidings.model.email import Delivery
 from tidings.model.queues import check_range
+from tidings.model.schedules import Schedule
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
-from tidings.store.base import Store
+from tidings.store.base import DeliveryQuery, Store
 
 RESUME_PAGE = 5_000
 FAILED_STATES = ("FAILED", "BOUNCED", "RENDERING_FAILURE")
@@ -51,6 +54,17 @@ class CampaignView:
                 "schedules_created": r.schedules_created, "row_errors": r.row_errors,
                 "created_at": r.created_at, "modified_at": r.modified_at,
                 "counts": self.counts.to_json()}
+
+
+@dataclass(frozen=True)
+class RecipientStep:
+    """A step of one recipient: its schedule (None once fired or cancelled) and the
+    deliveries it made."""
+
+    step: str
+    schedule_name: str
+    schedule: Schedule | None
+    deliveries: list[Delivery]
 
 
 @dataclass(frozen=True)
@@ -170,6 +184,28 @@ class CampaignService:
         key = recipient_key(recipient_id)
         return self.store.cancel_campaign_schedules(
             name, [f"{s.name}-{key}" for s in record.steps], self.clock.now_ms())
+
+    def recipient(self, name: str, recipient_id: str) -> builtins.list[RecipientStep]:
+        """One recipient's steps: each one's schedule while it is pending, and the
+        deliveries it made. Names are matched exactly (`welcome-u1` is not `welcome-u10`);
+        an empty list means the campaign never knew this id."""
+        record = self.store.get_campaign(name)
+        if not recipient_id:
+            raise ValidationError("RecipientId", "is empty")
+        key = recipient_key(recipient_id)
+        out: builtins.list[RecipientStep] = []
+        for step in record.steps:
+            schedule_name = f"{step.name}-{key}"
+            try:
+                pending: Schedule | None = self.schedules.get(schedule_name, group=name)
+            except ScheduleNotFound:
+                pending = None
+            where = f"{name}/{schedule_name}"
+            deliveries = [d for d in self.store.find_deliveries(
+                DeliveryQuery(schedule_prefix=where), 0, 100) if d.schedule == where]
+            if pending is not None or deliveries:
+                out.append(RecipientStep(step.name, schedule_name, pending, deliveries))
+        return out
 
     def forecast(self, hours: int = 48, *, bucket_minutes: int = 1) -> Forecast:
         check_range("Hours", hours, 1, 24 * 31)
