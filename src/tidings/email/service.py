@@ -266,7 +266,7 @@ class EmailService:
 
     # what a delivery attempt needs (run on the store's thread) --------------------------------
 
-    def prepare_many(self, requests: Sequence[tuple[EmailMessage, str]],
+    def _prepare_many(self, requests: Sequence[tuple[EmailMessage, str]],
                      ) -> list[Prepared | TidingsError]:
         """For each (message, delivery id): its compiled template, which recipients are
         suppressed, and its log row; one store trip for many concurrent deliveries."""
@@ -300,7 +300,7 @@ class EmailService:
         return out
 
     def prepare(self, msg: EmailMessage, delivery_id: str) -> Prepared:
-        result = self.prepare_many([(msg, delivery_id)])[0]
+        result = self._prepare_many([(msg, delivery_id)])[0]
         if isinstance(result, TidingsError):
             raise result
         return result

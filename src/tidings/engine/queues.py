@@ -594,7 +594,7 @@ class QueueService(Redrive):
 
     # maintenance -----------------------------------------------------------------------------
 
-    def sweep(self, job_memory_s: int, limit: int = 5000) -> int:
+    def _sweep(self, job_memory_s: int, limit: int = 5000) -> int:
         """Delete messages past retention and idempotency records past their memory."""
         now = self.clock.now_ms()
         gone = self.store.expire_messages(now, limit)

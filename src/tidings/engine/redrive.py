@@ -92,7 +92,7 @@ class Redrive:
                 return replace(task, status=MoveTaskStatus.CANCELLED)
         raise ValidationError("TaskHandle", "no running message move task has this handle")
 
-    def advance_move_tasks(self, elapsed_s: float) -> int:
+    def _advance_move_tasks(self, elapsed_s: float) -> int:
         """One step of every running move task: at most its rate × elapsed messages."""
         total = 0
         for task in self.store.active_move_tasks():

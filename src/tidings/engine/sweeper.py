@@ -31,10 +31,10 @@ class Sweeper:
         while not self._stopping.is_set():
             now = time.monotonic()
             try:
-                expired = await self.bridge.run(self.queues.sweep, self.job_memory_s)
+                expired = await self.bridge.run(self.queues._sweep, self.job_memory_s)
                 metrics.EMAIL_WAITING.set(await self.bridge.run(backlog, self.queues,
                                                                 EMAIL_QUEUE))
-                moved = await self.bridge.run(self.queues.advance_move_tasks, now - last)
+                moved = await self.bridge.run(self.queues._advance_move_tasks, now - last)
                 backoff.reset()
             except StoreUnavailable as exc:
                 await backoff.wait(log, "sweeper", exc, self._stopping)

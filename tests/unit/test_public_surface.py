@@ -1,0 +1,29 @@
+"""What `t.queues`, `t.schedules`, `t.email` and `t.campaigns` show a user is what a user
+calls: the engine's own steps (maintenance, group-commit reads) are not public methods."""
+
+from __future__ import annotations
+
+import inspect
+
+from tidings.email.service import EmailService
+from tidings.engine.campaigns import CampaignService
+from tidings.engine.queues import QueueService
+from tidings.engine.schedules import ScheduleService
+
+INTERNAL = {"sweep", "advance_move_tasks", "prepare_many", "complete_job", "complete_jobs"}
+
+
+def public(cls: type) -> set[str]:
+    return {n for n, _ in inspect.getmembers(cls, callable) if not n.startswith("_")}
+
+
+def test_services_keep_internal_steps_private() -> None:
+    for service in (QueueService, ScheduleService, EmailService, CampaignService):
+        assert public(service) & INTERNAL == set(), service.__name__
+
+
+def test_the_check_sees_a_public_method() -> None:
+    class Leaky:
+        def sweep(self) -> None: ...
+
+    assert public(Leaky) & INTERNAL == {"sweep"}
