@@ -137,7 +137,7 @@ class App:
 
     queue: str = "jobs"
     concurrency: int | None = None  # default: Settings.concurrency
-    prefetch: int | None = None  # messages received ahead of free slots (default: concurrency)
+    prefetch: int | None = None  # received ahead of free slots (default 4 × concurrency, ≤ 256)
     retry_base_s: float = 1.0
     retry_max_s: float = 900.0
     create_queues: bool = True  # create the queues it consumes (and their DLQs) at start

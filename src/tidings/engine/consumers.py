@@ -14,7 +14,8 @@ Guarantees (the README's "Jobs" paragraph says the same to users):
   acknowledged without running, as is one arriving after. Each drop is logged at WARNING
   and counted in `tidings_jobs_total{outcome="duplicate"}`.
 - *Heartbeat*: every held message (running, buffered or waiting) gets a fresh visibility
-  timeout, and its key a fresh lease, before half of the current one has passed.
+  timeout, and its key a fresh lease, once a third of the current one has passed (the rest
+  is the margin for a late heartbeat on a busy machine).
 - *Retries*: a failure releases the key and makes the message visible again after an
   exponential backoff with jitter, its error recorded; after the queue's maxReceiveCount
   the next receive moves it to the dead-letter queue. A poison message (not a job, or a
@@ -85,6 +86,10 @@ class QueueState:
         return self.record.attributes.visibility_timeout_s
 
 
+MAX_PREFETCH = 256
+EXTEND_AFTER = 1 / 3  # of the visibility timeout: when the heartbeat renews a lease
+
+
 class Consumer:
     """Receives from every queue the app handles and runs its handlers."""
 
@@ -96,9 +101,11 @@ class Consumer:
         self.bridge = bridge
         self.concurrency = app.concurrency or concurrency
         # Celery's default prefetch (4 × concurrency): batches big enough that a queue of
-        # short jobs runs at the store's speed, small enough to share a queue fairly.
+        # short jobs runs at the store's speed, small enough to share a queue fairly. Capped:
+        # beyond a few hundred held messages (high concurrency, e.g. email deliveries) the
+        # batches are no faster, and each held message costs memory.
         self.capacity = self.concurrency + (app.prefetch if app.prefetch is not None
-                                            else 4 * self.concurrency)
+                                            else min(4 * self.concurrency, MAX_PREFETCH))
         self.grace_s = grace_s
         self.threads = HandlerThreads(self.concurrency, settled=self._start_ready)
         self._stopping = asyncio.Event()
@@ -191,12 +198,12 @@ class Consumer:
                                 state.name, exc)
                     continue
                 for w in items:
-                    w.extend_at = time.monotonic() + state.visibility_s / 2
+                    w.extend_at = time.monotonic() + state.visibility_s * EXTEND_AFTER
 
     # admitting a batch -----------------------------------------------------------------
 
     def _hold(self, state: QueueState, held: Held) -> Work:
-        work = Work(state, held, extend_at=time.monotonic() + state.visibility_s / 2)
+        work = Work(state, held, extend_at=time.monotonic() + state.visibility_s * EXTEND_AFTER)
         self._held.add(work)
         return work
 
