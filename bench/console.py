@@ -25,10 +25,9 @@ import sys
 import tempfile
 import threading
 import time
+from typing import Any
 
-import httpx  # noqa: E402
-import uvicorn  # noqa: E402
-from _common import percentile, report  # noqa: E402
+from _common import percentile, report  # noqa: E402  (first: it moves bench/ off the path)
 
 from tidings.client import Tidings  # noqa: E402
 from tidings.engine.nodes import take_counts  # noqa: E402
@@ -55,10 +54,10 @@ FROM c"""
 PG_SCHEDULES = """
 INSERT INTO schedules (group_name, name, state, expression, timezone, target,
                        action_after_completion, next_fire_at, due_at, created_at, modified_at)
-SELECT 'g' || lpad((i % 100)::text, 2, '0'), 's' || lpad(i::text, 8, '0'),
-       CASE WHEN i % 1000 = 0 THEN 'DISABLED' ELSE 'ENABLED' END, 'rate(1 day)', 'UTC', %s,
-       'NONE', %s + (i * 8641) % 86400000,
-       CASE WHEN i % 1000 = 0 THEN NULL ELSE %s + (i * 8641) % 86400000 END, %s, %s
+SELECT 'g' || lpad((i %% 100)::text, 2, '0'), 's' || lpad(i::text, 8, '0'),
+       CASE WHEN i %% 1000 = 0 THEN 'DISABLED' ELSE 'ENABLED' END, 'rate(1 day)', 'UTC', %s,
+       'NONE', %s + (i * 8641) %% 86400000,
+       CASE WHEN i %% 1000 = 0 THEN NULL ELSE %s + (i * 8641) %% 86400000 END, %s, %s
 FROM generate_series(%s::bigint, %s::bigint) AS i"""
 SQLITE_MESSAGES = """
 WITH RECURSIVE c(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM c WHERE i < ?)
@@ -110,7 +109,9 @@ def fill(t: Tidings, schedules: int, messages: int) -> None:
             conn.execute("ANALYZE")
 
 
-def serve(app: object) -> tuple[uvicorn.Server, str]:
+def serve(app: object) -> tuple[Any, str]:
+    import uvicorn  # (after _common: see there)
+
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -161,6 +162,8 @@ def main() -> None:
         "campaigns": "/ui/campaigns",
         "email": "/ui/email",
     }
+    import httpx
+
     server, base = serve(create_app(t))
     figures: dict[str, dict[str, float]] = {}
     try:

@@ -53,7 +53,7 @@ class Node:
                 [sys.executable, "-m", "tidings", "serve", "--db", db_url, "--port",
                  str(self.port)], cwd=folder, env={**clean, **(env or {})}, stdout=out,
                 stderr=out)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a loaded 2-core machine starts Python slowly
         while True:
             try:
                 if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:

@@ -99,7 +99,7 @@ def test_redrive_a_selection_then_all_with_a_move_task(node: Node, db_url: str,
     page.click("#redrive-all", confirm=True)
     assert "Started a message move task" in page.flash()
     # the move task's progress, as the page shows it (refreshed until it completes)
-    page.until(lambda: "COMPLETED" in page.text() and "2 / 2" in page.text())
+    page.until(lambda: "COMPLETED" in page.text() and "2 / 2" in page.text(), timeout=45)
     with Tidings(db_url) as t:
         assert t.queues.describe("refunds-dlq").counts.visible == 0
         assert t.queues.describe("refunds").counts.visible == 3

@@ -26,7 +26,7 @@ from tidings.store.base import DeliveryQuery, Store
 from tidings.triggers.base import next_fires
 from tidings.triggers.words import describe
 
-SCAN_BUDGET = 4000
+SCAN_BUDGET = 3000
 CHUNK = 1000
 
 

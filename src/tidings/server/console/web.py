@@ -199,11 +199,13 @@ def action(console: Console, needed: str, act: Action,
         if session is None:
             return HTMLResponse("Sign in first", 401, headers=HEADERS)
         if not console.sessions.csrf_ok(session, values.get("csrf")):
-            return HTMLResponse("Forbidden: missing or wrong CSRF token (reload the page)",
-                                403, headers=HEADERS)
+            return console.render(request, session, "error.html", status=403,
+                                  error="Forbidden: missing or wrong CSRF token (reload the "
+                                  "page and try again)")
         if not allows(session.scope, needed):
-            return HTMLResponse(f"Forbidden: this action needs the {needed} scope", 403,
-                                headers=HEADERS)
+            return console.render(request, session, "error.html", status=403,
+                                  error=f"Forbidden: this action needs the {needed} scope; "
+                                  f"you are signed in with a {session.scope} token")
         back = values.get("back") or "/ui/"
         if not back.startswith("/ui") or back.startswith("//"):
             back = "/ui/"
