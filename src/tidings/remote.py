@@ -70,9 +70,21 @@ class RemoteTidings:
     # queues and messages ------------------------------------------------------------------
 
     def list_queues(self, prefix: str = "") -> list[dict[str, Any]]:
-        params = {"prefix": prefix} if prefix else {}
-        out: list[dict[str, Any]] = self.request("GET", "/v1/queues", params=params)["queues"]
-        return out
+        """Every queue (all pages) whose name starts with `prefix`."""
+        out: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            params = {"prefix": prefix, **({"next_token": token} if token else {})}
+            page = self.request("GET", "/v1/queues", params=params)
+            out += page["queues"]
+            token = page.get("next_token")
+            if not token:
+                return out
+
+    def get_queue(self, name: str) -> dict[str, Any]:
+        """The queue's settings, tags and approximate counts."""
+        doc: dict[str, Any] = self.request("GET", f"/v1/queues/{_seg(name)}")
+        return doc
 
     def create_queue(self, name: str, **attributes: Any) -> dict[str, Any]:
         doc: dict[str, Any] = self.request("POST", "/v1/queues",

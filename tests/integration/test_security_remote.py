@@ -31,6 +31,19 @@ def url(db_url: str) -> Iterator[str]:
         t.close()
 
 
+@pytest.fixture
+def cli_url(tmp_path: Path) -> Iterator[str]:
+    """The CLI's HTTP path touches no storage of its own, and each command is a process
+    start: one backend is enough here (the client test above runs on both)."""
+    t = Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/cli.db",
+                                  api_tokens=f"operate:{OPERATE},admin:{ADMIN}"))
+    try:
+        with running_server(create_app(t)) as base:
+            yield base
+    finally:
+        t.close()
+
+
 def cli(url: str, token: str | None, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
     env |= {"TIDINGS_URL": url, "COLUMNS": "200"}
@@ -62,7 +75,8 @@ def test_the_python_remote_client_uses_its_token(url: str) -> None:
     assert missing.value.status == 401
 
 
-def test_the_cli_reads_the_audit_log_of_a_remote_node(url: str) -> None:
+def test_the_cli_reads_the_audit_log_of_a_remote_node(cli_url: str) -> None:
+    url = cli_url
     created = cli(url, ADMIN, "api", "POST", "/v1/queues", "--data", '{"name": "from-cli"}')
     assert created.returncode == 0, created.stderr
     assert json.loads(created.stdout)["name"] == "from-cli"
@@ -94,3 +108,28 @@ def test_token_new_prints_a_hash_line_that_a_node_accepts(tmp_path: Path) -> Non
     entry = access.identify(token)
     assert entry is not None and entry.id == "ops" and entry.scope.label == "read"
     assert token not in file_line
+
+
+def test_queue_commands_talk_to_a_remote_node_with_the_token(cli_url: str) -> None:
+    url = cli_url
+    assert cli(url, ADMIN, "api", "POST", "/v1/queues", "-d",
+               '{"name": "cli-remote"}').returncode == 0
+    sent = cli(url, OPERATE, "queue", "send", "cli-remote", "hello", "--attr", "k=v",
+               "--json")
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout)["message_id"]
+    listed = cli(url, OPERATE, "queue", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [queue] = json.loads(listed.stdout)["queues"]
+    assert queue["name"] == "cli-remote" and queue["counts"]["visible"] == 1
+    got = cli(url, OPERATE, "queue", "receive", "cli-remote", "--delete", "--json")
+    assert got.returncode == 0, got.stderr
+    [message] = json.loads(got.stdout)["messages"]
+    assert message["body"] == "hello"
+    assert message["attributes"]["k"]["string_value"] == "v"
+    refused = cli(url, OPERATE, "queue", "delete", "cli-remote")
+    assert refused.returncode == 1 and "Forbidden" in refused.stderr
+    assert cli(url, ADMIN, "queue", "purge", "cli-remote").returncode == 0
+    assert cli(url, ADMIN, "queue", "delete", "cli-remote").returncode == 0
+    gone = cli(url, ADMIN, "queue", "get", "cli-remote")
+    assert gone.returncode == 1 and "QueueNotFound" in gone.stderr

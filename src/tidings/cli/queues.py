@@ -19,6 +19,7 @@ from tidings.cli.output import (
     table,
     tidings,
 )
+from tidings.cli.security import UrlOption, remote
 from tidings.client import Tidings
 from tidings.errors import ValidationError
 from tidings.model.digests import MessageAttributeValue
@@ -114,12 +115,17 @@ def create(
 def list_(
     prefix: Annotated[str, typer.Option(help="Only queues whose name starts with this.")] = "",
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List queues with their approximate message counts."""
-    with tidings(db) as t:
-        docs = [queue_json(r, t.queues.describe_record(r).counts) for r in all_pages(
-            lambda token: t.queues.list_queues(prefix, next_token=token))]
+    with remote(url) as node:
+        if node is not None:
+            docs = [node.get_queue(q["name"]) for q in node.list_queues(prefix)]
+    if node is None:
+        with tidings(db) as t:
+            docs = [queue_json(r, t.queues.describe_record(r).counts) for r in all_pages(
+                lambda token: t.queues.list_queues(prefix, next_token=token))]
     if as_json:
         emit_json({"queues": docs})
         return
@@ -130,10 +136,15 @@ def list_(
 
 
 @app.command()
-def get(name: Name, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+def get(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None,
+        as_json: JsonOption = False) -> None:
     """Show a queue's settings, tags and approximate message counts."""
-    with tidings(db) as t:
-        doc = _describe(t, name)
+    with remote(url) as node:
+        if node is not None:
+            doc = node.get_queue(name)
+    if node is None:
+        with tidings(db) as t:
+            doc = _describe(t, name)
     if as_json:
         emit_json(doc)
     else:
@@ -141,10 +152,15 @@ def get(name: Name, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> N
 
 
 @app.command()
-def delete(name: Name, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+def delete(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None,
+           as_json: JsonOption = False) -> None:
     """Delete a queue and every message in it."""
-    with tidings(db) as t:
-        t.queues.delete_queue(name)
+    with remote(url) as node:
+        if node is not None:
+            node.delete_queue(name)
+    if node is None:
+        with tidings(db) as t:
+            t.queues.delete_queue(name)
     if as_json:
         emit_json({"deleted": name})
     else:
@@ -152,10 +168,15 @@ def delete(name: Name, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -
 
 
 @app.command()
-def purge(name: Name, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+def purge(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None,
+          as_json: JsonOption = False) -> None:
     """Delete every message of a queue (at most once a minute, as SQS)."""
-    with tidings(db) as t:
-        n = t.queues.purge_queue(name)
+    with remote(url) as node:
+        if node is not None:
+            n = int(node.purge(name).get("purged", 0))
+    if node is None:
+        with tidings(db) as t:
+            n = t.queues.purge_queue(name)
     if as_json:
         emit_json({"queue": name, "purged": n})
     else:
@@ -177,18 +198,28 @@ def send(
     attr: Annotated[list[str] | None, typer.Option(
         help="A String message attribute name=value (repeatable).")] = None,
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Send one message."""
     text = sys.stdin.read() if body == "-" else body
     at = instant_option("deliver-at", deliver_at)
-    with tidings(db) as t:
-        attributes = {k: MessageAttributeValue("String", v)
-                      for k, v in _pairs(attr, "--attr").items()}
-        result = t.queues.send(name, text, delay_s=delay, attributes=attributes,
-                               group_id=group_id, deduplication_id=dedup_id,
-                               max_delay_s=MAX_RETENTION_S, deliver_at=at)
-    doc = send_json(result)
+    pairs = _pairs(attr, "--attr")
+    with remote(url) as node:
+        if node is not None:
+            options: dict[str, Any] = {
+                "delay_seconds": delay, "deliver_at": at.isoformat() if at else None,
+                "group_id": group_id, "deduplication_id": dedup_id,
+                "attributes": {k: {"data_type": "String", "string_value": v}
+                               for k, v in pairs.items()} or None}
+            doc = node.send(name, text, **{k: v for k, v in options.items() if v is not None})
+    if node is None:
+        with tidings(db) as t:
+            attributes = {k: MessageAttributeValue("String", v) for k, v in pairs.items()}
+            result = t.queues.send(name, text, delay_s=delay, attributes=attributes,
+                                   group_id=group_id, deduplication_id=dedup_id,
+                                   max_delay_s=MAX_RETENTION_S, deliver_at=at)
+        doc = send_json(result)
     if as_json:
         emit_json(doc)
     else:
@@ -206,24 +237,36 @@ def receive(
     delete: Annotated[bool, typer.Option(
         "--delete", help="Delete the messages after printing them.")] = False,
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Receive messages and print them."""
-    with tidings(db) as t:
-        got = t.queues.receive(name, n, wait_s=wait, visibility_s=visibility_timeout)
-        docs = [message_json(m) for m in got]
-        if as_json:
-            emit_json({"messages": docs})
-        elif docs:
-            table(None, ["message id", "receives", "body", "error"],
-                  [(d["message_id"], d["receive_count"], d["body"], d["last_error"] or "")
-                   for d in docs])
-        else:
-            line("no messages")
-        if delete:
-            # After printing, so an interrupted print never loses a message.
-            for m in got:
-                t.queues.delete(name, m.receipt_handle)
+    with remote(url) as node:
+        if node is not None:
+            docs = node.receive(name, n, wait_s=wait, visibility_s=visibility_timeout)
+            _print_received(docs, as_json)
+            if delete:  # after printing, so an interrupted print never loses a message
+                for d in docs:
+                    node.delete(name, d["receipt_handle"])
+    if node is None:
+        with tidings(db) as t:
+            got = t.queues.receive(name, n, wait_s=wait, visibility_s=visibility_timeout)
+            _print_received([message_json(m) for m in got], as_json)
+            if delete:
+                # After printing, so an interrupted print never loses a message.
+                for m in got:
+                    t.queues.delete(name, m.receipt_handle)
+
+
+def _print_received(docs: list[dict[str, Any]], as_json: bool) -> None:
+    if as_json:
+        emit_json({"messages": docs})
+    elif docs:
+        table(None, ["message id", "receives", "body", "error"],
+              [(d["message_id"], d["receive_count"], d["body"], d["last_error"] or "")
+               for d in docs])
+    else:
+        line("no messages")
 
 
 @app.command()

@@ -4,6 +4,8 @@ any native API call to a remote node (`--url`/`TIDINGS_URL` with `TIDINGS_TOKEN`
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
@@ -29,6 +31,19 @@ token_app = typer.Typer(help="Make API tokens.", no_args_is_help=True)
 UrlOption = Annotated[str | None, typer.Option(
     "--url", metavar="URL", show_default=False,
     help="A remote node (env TIDINGS_URL); its token comes from TIDINGS_TOKEN.")]
+
+
+@contextmanager
+def remote(url: str | None) -> Iterator[RemoteTidings | None]:
+    """The remote node named by `--url` or TIDINGS_URL (None: use the database); a
+    refusal or a connection failure becomes a message and an exit code."""
+    with errors_handled():
+        url = url or Settings.from_env().url
+        if not url:
+            yield None
+            return
+        with RemoteTidings(url) as node:
+            yield node
 
 
 @token_app.command("new")
