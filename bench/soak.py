@@ -9,7 +9,9 @@ database as an application's would be, pace the load every 100 ms:
   itself when it fires into the queue `soak-fired`; a tenth as many far-future schedules
   are created and deleted again (cancellations);
 - `--rate` messages a second are sent to `soak-msgs`;
-- consumers receive and delete from both queues (SQS style: batches of 10).
+- SQS-style consumers (`--consumers N` threads per queue: receive 10, delete them in a
+  batch) take both queues; `--consumers 0` uses the node's own consumers instead (an
+  `App` with a handler per queue, as `tidings serve --app` runs).
 
 So rows are continuously inserted and deleted, and the database must reuse their space.
 Every 5 s it samples the process's RSS (current, not peak), the database's size and the
@@ -39,6 +41,7 @@ from typing import Any
 from _common import report  # noqa: E402
 
 from tidings.client import Tidings  # noqa: E402
+from tidings.engine.app import App, Job  # noqa: E402
 from tidings.model.messages import OutgoingMessage  # noqa: E402
 from tidings.model.schedules import (  # noqa: E402
     ActionAfterCompletion,
@@ -209,7 +212,11 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--db", default=None)
     parser.add_argument("--rate", type=int, default=2000, help="firings/s and messages/s")
-    parser.add_argument("--consumers", type=int, default=2, help="threads per queue")
+    parser.add_argument("--consumers", type=int, default=2,
+                        help="SQS-style consumer threads per queue (receive 10, delete in a "
+                             "batch); 0: the node's own consumers (an App) instead")
+    parser.add_argument("--concurrency", type=int, default=64,
+                        help="the node's consumers: jobs at once")
     parser.add_argument("--warmup-s", type=float, default=15,
                         help="seconds of load before measuring starts")
     parser.add_argument("--load", choices=("threads", "processes"), default=None,
@@ -224,9 +231,21 @@ def main() -> None:
     t = Tidings(settings=settings)
     for q in (FIRED, MSGS):
         t.queues.create_queue(q, retention_s=3600)
-    node = Node(t, settings)
     ctx = multiprocessing.get_context("spawn")
     c = Counters(ctx)
+    app = None
+    if not args.consumers:
+        app = App(queue=MSGS, concurrency=args.concurrency)
+
+        @app.handler("soak", queue=FIRED)
+        async def fired_job(job: Job) -> None:
+            pass
+
+        @app.handler("soak-msg")
+        async def msg_job(job: Job) -> None:
+            Counters.add(c.consumed, 1)
+
+    node = Node(t, settings, app=app)
     fired: list[int] = [0]
     # Lateness as a histogram per minute of the run (ms -> count): the instrument's own
     # memory stays flat, so the RSS measured is the node's.
@@ -241,7 +260,8 @@ def main() -> None:
     node.dispatcher.on_fired = on_fired
     stop = ctx.Event()
     jobs: list[tuple[str, Any, int]] = [("creator", args.rate, 1), ("producer", args.rate, 1)]
-    jobs += [("consumer", q, args.consumers) for q in (FIRED, MSGS)]
+    if args.consumers:  # SQS-style clients instead of the node's own consumers
+        jobs += [("consumer", q, args.consumers) for q in (FIRED, MSGS)]
     procs: list[Any]
     if args.load == "processes":
         procs = [ctx.Process(target=load, args=(kind, url, arg, n, c, stop))
