@@ -198,6 +198,14 @@ def hist_percentile(hist: Counter[int], q: float) -> float:
     return float(max(hist))
 
 
+def backlog(t: Tidings) -> int:
+    total = 0
+    for q in (FIRED, MSGS):
+        counts = t.queues.describe(q).counts
+        total += counts.visible + counts.in_flight + counts.delayed
+    return total
+
+
 @dataclass
 class Sample:
     at: float  # seconds since the start
@@ -205,6 +213,7 @@ class Sample:
     consumed: int
     rss_mb: float
     db_mb: float
+    backlog: int  # messages waiting in both queues: the load not kept up with
 
 
 def main() -> None:
@@ -287,10 +296,12 @@ def main() -> None:
                 raise RuntimeError("a load process failed (its error is above)")
             if time.monotonic() >= next_sample:
                 size = await asyncio.to_thread(db_mb, url)
-                s = Sample(elapsed, fired[0], c.consumed.value, rss_mb(), size)
+                waiting = await asyncio.to_thread(backlog, t)
+                s = Sample(elapsed, fired[0], c.consumed.value, rss_mb(), size, waiting)
                 samples.append(s)
                 print(f"  {elapsed:6.0f} s fired {s.fired} consumed {s.consumed} rss "
-                      f"{s.rss_mb:.0f} MB db {s.db_mb:.1f} MB", file=sys.stderr, flush=True)
+                      f"{s.rss_mb:.0f} MB db {s.db_mb:.1f} MB backlog {s.backlog}",
+                      file=sys.stderr, flush=True)
                 next_sample += min(SAMPLE_S, total_s / 30)
             await asyncio.sleep(0.2)
         stop.set()
@@ -339,6 +350,8 @@ def main() -> None:
         "lateness_p50_ms": round(hist_percentile(late_all, 50), 1),
         "lateness_p99_worst_minute_ms": round(worst, 1),
         "throughput_ratio": round(tp_last / tp_first, 3) if tp_first else 0,
+        "backlog_first": first[-1].backlog if first else 0,
+        "backlog_last": last[-1].backlog if last else 0,
         "rss_growth": round(rss_last / rss_first - 1, 3) if rss_first else 0,
         "throughput_first_5min": round(tp_first, 1),
         "throughput_last_5min": round(tp_last, 1),
