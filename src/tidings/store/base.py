@@ -205,6 +205,12 @@ class QueueStore(Protocol):
         """Forget up to `limit` job keys done before `done_before`, and reservations whose
         lease ran out before it (their consumer died)."""
         ...
+
+    def reclaim_space(self) -> bool:
+        """Make the space of deleted rows reusable where the database does not by itself
+        (PostgreSQL with autovacuum off); True if it had to. Safe on several nodes."""
+        ...
+
     def move_messages(self, source_queue_id: int, destination_queue_id: int | None,
                       limit: int, now: int) -> int:
         """Move up to `limit` messages out of a DLQ (oldest first), made visible at once

@@ -46,6 +46,17 @@ class SqlBase:
         with self.driver.auto() as conn:
             return list(conn.execute(self.q[query], args).fetchall())
 
+    def reclaim_space(self) -> bool:
+        """Make the space of deleted rows reusable where the database would not do it by
+        itself (PostgreSQL with autovacuum off: VACUUM the tables that churn). True if it
+        had to."""
+        row = self._one("reclaim_needed")
+        if not (row and row[0]):
+            return False
+        with self.driver.auto() as conn:
+            conn.execute(self.q["reclaim_space"])
+        return True
+
     def _add_count(self, conn: Conn, queue_id: int, n: int) -> None:
         conn.execute(self.q["add_count"], (queue_id, self.driver.count_shard(), n))
 

@@ -813,3 +813,15 @@ WHERE group_name = %s AND name COLLATE "C" >= %s AND name COLLATE "C" < %s GROUP
 -- One group's (a campaign's) enabled schedules due in [start, end), per bucket.
 SELECT due_at / %(bucket)s, COUNT(*) FROM schedules
 WHERE group_name = %(group)s AND due_at >= %(lo)s AND due_at < %(hi)s GROUP BY 1;
+
+-- ---------------------------------------------------------------------------------------
+-- reclaiming the space of deleted rows (docs/reliability.md, "Long soak")
+
+-- name: reclaim_needed
+-- Autovacuum reclaims dead rows by itself; a server with it turned off never does, and
+-- the tables that churn (every send, receive, firing) would grow without bound.
+SELECT current_setting('autovacuum') <> 'on';
+
+-- name: reclaim_space
+-- Only the tables that churn; SKIP_LOCKED: a table another node is vacuuming is skipped.
+VACUUM (SKIP_LOCKED) messages, schedules, queue_counts, job_keys, fifo_dedup;

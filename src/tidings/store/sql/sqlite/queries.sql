@@ -671,3 +671,15 @@ GROUP BY state;
 -- One group's (a campaign's) enabled schedules due in [start, end), per bucket.
 SELECT due_at / :bucket, COUNT(*) FROM schedules
 WHERE group_name = :group AND due_at >= :lo AND due_at < :hi GROUP BY 1;
+
+-- ---------------------------------------------------------------------------------------
+-- reclaiming the space of deleted rows (docs/reliability.md, "Long soak")
+
+-- name: reclaim_needed
+-- SQLite puts the pages of deleted rows on its free list and reuses them for new rows by
+-- itself: the file grows to the peak of live data, never with the deletes. Nothing to do.
+SELECT 0;
+
+-- name: reclaim_space
+-- (For a file switched to auto_vacuum=INCREMENTAL by hand: give free pages back.)
+PRAGMA incremental_vacuum;
