@@ -681,5 +681,6 @@ WHERE group_name = :group AND due_at >= :lo AND due_at < :hi GROUP BY 1;
 SELECT 0;
 
 -- name: reclaim_space
--- (For a file switched to auto_vacuum=INCREMENTAL by hand: give free pages back.)
+-- Not run (reclaim_needed is 0 here); both backends name the same queries. On a file
+-- switched to auto_vacuum=INCREMENTAL by hand it would give free pages back.
 PRAGMA incremental_vacuum;
