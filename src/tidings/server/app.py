@@ -27,7 +27,7 @@ from tidings.server.aws.ses import ses_routes
 from tidings.server.console import console_routes
 from tidings.server.errors import install_native_handlers
 from tidings.server.limits import Limits
-from tidings.server.native import audit, campaigns, email, messages, queues, schedules
+from tidings.server.native import audit, campaigns, email, messages, openapi, queues, schedules
 from tidings.server.native.auth import AuditTrail, authorise_native
 from tidings.server.native.deps import Context
 from tidings.server.native.models import HealthOut
@@ -91,6 +91,7 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
     limits = Limits.from_settings(t.settings)
     app.state.tidings_limits = limits
     install_native_handlers(app)
+    openapi.install(app)  # errors documented as answered: 400 not 422, one error body
 
     db = backend_name(t.database_url)
 

@@ -13,7 +13,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tidings.email.template_engine import RenderingError
 from tidings.errors import (
@@ -134,6 +135,24 @@ async def _request_validation_error(_request: Request, exc: Exception) -> JSONRe
     return JSONResponse(body, status_code=400)
 
 
+#: Native codes for the statuses Starlette and FastAPI answer themselves.
+_HTTP_CODES = {400: "InvalidParameterValue", 404: "NotFound", 405: "MethodNotAllowed"}
+
+
+async def _http_error(_request: Request, exc: Exception) -> Response:
+    # Starlette's own refusals (a body that is not parseable, no such route, a method the
+    # route lacks) in the one error body, instead of FastAPI's `{"detail": ...}`.
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code < 400:
+        return Response(status_code=exc.status_code, headers=exc.headers)
+    code = _HTTP_CODES.get(exc.status_code, "HttpError")
+    field = "body" if exc.status_code == 400 else None
+    message = f"{field}: {exc.detail}" if field else str(exc.detail)
+    return JSONResponse(native_error_body(code, message, field), status_code=exc.status_code,
+                        headers=exc.headers)
+
+
 def install_native_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TidingsError, _tidings_error)
     app.add_exception_handler(RequestValidationError, _request_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)

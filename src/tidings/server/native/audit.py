@@ -21,7 +21,8 @@ def entry_json(e: AuditEntry) -> dict[str, Any]:
 
 @router.get("/audit")
 async def list_audit(ctx: Ctx, actor: str | None = None,
-                     before: Annotated[int | None, Query(ge=1)] = None,
+                     # le: a 64-bit sequence number (larger reached SQLite and was a 500)
+                     before: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
                      limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
                      ) -> dict[str, Any]:
     """Destructive and administrative actions: who (token or access key id), what, when.
