@@ -402,6 +402,20 @@ def test_the_fuzzer_breaks_requests(served: Served) -> None:
         _check_sqs_json(httpx.Response(500, text="boom"))
 
 
+@pytest.mark.parametrize("entry_id", [5, 1.5e300, None, ["a"], "a\n"])
+def test_a_batch_entry_id_that_is_not_a_valid_string_is_refused(served: Served,
+                                                                 entry_id: Any) -> None:
+    """Found by the fuzzer: a number as a batch entry's Id was a 500."""
+    before = snapshot(served.t)
+    doc = {"QueueUrl": Q, "Entries": [{"Id": entry_id, "MessageBody": "x"}]}
+    r = served.http.post("/", content=json.dumps(doc).encode(), headers={
+        "X-Amz-Target": "AmazonSQS.SendMessageBatch",
+        "Content-Type": "application/x-amz-json-1.0"})
+    assert r.status_code == 400, r.text
+    _check_sqs_json(r)
+    served.check_nothing_half_stored(before, r.status_code, "SendMessageBatch")
+
+
 def test_query_errors_quoting_control_characters_are_still_xml(served: Served) -> None:
     """Found by the fuzzer: an error message quoting an attribute name with a control
     character was not well-formed XML (XML 1.0 cannot carry U+0000-U+001F at all)."""
@@ -412,3 +426,16 @@ def test_query_errors_quoting_control_characters_are_still_xml(served: Served) -
     assert r.status_code == 400
     _check_sqs_query(r)
     assert "bad\ufffd\ufffdname" in r.text
+
+
+def test_a_nul_character_in_a_template_is_refused_on_every_backend(served: Served) -> None:
+    """Found by the fuzzer: a template part with U+0000 was a 500 on PostgreSQL (its text
+    cannot hold it) and stored on SQLite; now a 400 naming the part on both."""
+    before = snapshot(served.t)
+    doc = {"TemplateName": "nul", "TemplateContent": {"Subject": "s", "Text": "a\x00b"}}
+    r = served.http.post("/v2/email/templates", content=json.dumps(doc).encode(),
+                         headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert r.headers["x-amzn-ErrorType"] == "BadRequestException"
+    assert "TemplateContent.Text" in r.json()["message"]
+    served.check_nothing_half_stored(before, r.status_code, "CreateEmailTemplate")

@@ -54,6 +54,16 @@ from tidings.targets.base import FiringContext, delivery_job
 TEMPLATE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # SES: letters, digits, _ and -, ≤ 64
 
 
+def _no_nul(subject: str, html: str | None, text: str | None) -> None:
+    """PostgreSQL text cannot hold U+0000 (and no mail part needs one): refused on every
+    backend alike, instead of stored on SQLite and a 500 on PostgreSQL (found by
+    tests/integration/test_fuzz_aws.py)."""
+    for part, value in (("Subject", subject), ("Html", html), ("Text", text)):
+        if isinstance(value, str) and "\x00" in value:
+            raise ValidationError(f"TemplateContent.{part}",
+                                  "cannot contain the NUL character (U+0000)")
+
+
 def check_template_name(name: str) -> str:
     if not isinstance(name, str) or not TEMPLATE_NAME.match(name):
         raise ValidationError("TemplateName",
@@ -116,6 +126,7 @@ class EmailService:
     def create_template(self, name: str, subject: str, html: str | None = None,
                         text: str | None = None) -> StoredTemplate:
         check_template_name(name)
+        _no_nul(subject, html, text)
         compile_email_template(name, subject, html, text)  # rejects bad syntax up front
         now = self.clock.now_ms()
         row = StoredTemplate(name, subject, html or None, text or None, now, now)
@@ -125,6 +136,7 @@ class EmailService:
     def update_template(self, name: str, subject: str, html: str | None = None,
                         text: str | None = None) -> StoredTemplate:
         """Full replace of the template's parts (as SES UpdateEmailTemplate)."""
+        _no_nul(subject, html, text)
         compile_email_template(name, subject, html, text)
         # modified_at is the cache key: make sure an edit within the same ms still misses
         now = max(self.clock.now_ms(), self.store.get_template(name).modified_at + 1)

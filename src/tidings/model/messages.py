@@ -6,6 +6,7 @@ import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tidings.errors import ValidationError
 from tidings.model.digests import (
@@ -142,15 +143,20 @@ class ReceivedMessage:
         return out
 
 
-def validate_batch_ids(ids: list[str | None], max_entries: int = 10) -> None:
-    """SQS batch rules: 1-10 entries, ids unique and of the allowed characters."""
+_BATCH_ID = re.compile(r"[A-Za-z0-9_-]{1,80}")
+
+
+def validate_batch_ids(ids: list[Any], max_entries: int = 10) -> None:
+    """SQS batch rules: 1-10 entries, ids unique and of the allowed characters. An id
+    that is not a string (a number in a JSON request) breaks the rule too, not the
+    server (found by tests/integration/test_fuzz_aws.py)."""
     if not ids:
         raise ValidationError("Entries", "a batch needs at least one entry")
     if len(ids) > max_entries:
         raise ValidationError("Entries", f"a batch holds at most {max_entries} entries")
     seen: set[str] = set()
     for entry_id in ids:
-        if entry_id is None or not re.match(r"^[A-Za-z0-9_-]{1,80}$", entry_id):
+        if not isinstance(entry_id, str) or not _BATCH_ID.fullmatch(entry_id):
             raise ValidationError("Entries.Id", "must be 1-80 characters of A-Z a-z 0-9 - _")
         if entry_id in seen:
             raise ValidationError("Entries.Id", f"ids must be distinct: {entry_id!r} repeats")

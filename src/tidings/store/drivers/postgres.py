@@ -73,6 +73,12 @@ class PostgresDriver:
                 yield conn
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+        except psycopg.DataError as exc:
+            # SQLSTATE class 22: a value PostgreSQL cannot hold (a NUL character in text, a
+            # number out of range). Input that got past validation: a 400, not a 500; the
+            # transaction has rolled back, so nothing of the request is stored.
+            reason = exc.diag.message_primary or str(exc)
+            raise ValidationError("value", f"cannot be stored: {reason}") from exc
         except TimeoutError as exc:  # no connection could be had from the pool in time
             raise StoreUnavailable("PostgreSQL is unavailable: no connection") from exc
 
