@@ -41,6 +41,8 @@ from tidings.settings import Settings
 
 EXAMPLES = int(os.environ.get("TIDINGS_FUZZ_EXAMPLES", "60"))
 RANDOM = os.environ.get("TIDINGS_FUZZ_RANDOM") == "1"
+#: A longer hunt needs longer than the suite's 300 s per test.
+LONG = pytest.mark.timeout(max(300, EXAMPLES * 2))
 FUZZ = settings(max_examples=EXAMPLES, derandomize=not RANDOM, deadline=None, database=None,
                 phases=[Phase.explicit, Phase.generate],
                 suppress_health_check=list(HealthCheck))
@@ -262,6 +264,7 @@ def _sqs_json(served: Served, data: st.DataObject) -> None:
     served.check_nothing_half_stored(before, r.status_code, f"{action} {raw[:300]!r}")
 
 
+@LONG
 def test_sqs_json_protocol_under_fuzzing(served: Served) -> None:
     _sqs_json(served)
 
@@ -319,6 +322,7 @@ def _sqs_query(served: Served, data: st.DataObject) -> None:
     served.check_nothing_half_stored(before, r.status_code, f"{action} {raw[:300]!r}")
 
 
+@LONG
 def test_sqs_query_protocol_under_fuzzing(served: Served) -> None:
     _sqs_query(served)
 
@@ -381,10 +385,12 @@ def _ses(served: Served, data: st.DataObject) -> None:
     _rest_json(served, data, SES_CALLS, SES_CODES)
 
 
+@LONG
 def test_scheduler_api_under_fuzzing(served: Served) -> None:
     _scheduler(served)
 
 
+@LONG
 def test_ses_v2_api_under_fuzzing(served: Served) -> None:
     _ses(served)
 

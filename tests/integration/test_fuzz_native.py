@@ -37,6 +37,8 @@ from tidings.settings import Settings
 
 EXAMPLES = int(os.environ.get("TIDINGS_FUZZ_EXAMPLES", "12"))
 RANDOM = os.environ.get("TIDINGS_FUZZ_RANDOM") == "1"
+#: A longer hunt needs longer than the suite's 300 s per test.
+LONG = pytest.mark.timeout(max(300, EXAMPLES * 60))
 CHECKS = [checks.not_a_server_error, checks.status_code_conformance,
           checks.content_type_conformance, checks.response_schema_conformance]
 #: Resources the server holds, by path parameter name.
@@ -110,6 +112,7 @@ def _fuzz(url: str, operation: Any, failures: list[str]) -> None:
     run()
 
 
+@LONG
 def test_the_native_api_answers_every_request_as_its_schema_says(server: str,
                                                                    tmp_path: Path) -> None:
     schema = schemathesis.openapi.from_url(f"{server}/openapi.json")
