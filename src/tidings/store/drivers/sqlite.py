@@ -66,7 +66,7 @@ class SQLiteDriver:
     def tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock, self._transient_errors():
             conn = self._conn
-            if conn.in_transaction:  # a rollback that failed earlier left one open
+            if self._left_open and conn.in_transaction:  # a rollback failed earlier
                 self._rollback(conn)
             conn.execute(self.queries["begin"])
             try:
@@ -92,11 +92,15 @@ class SQLiteDriver:
         yield self._conn  # never reached: makes this the context manager it is typed as
 
     def _rollback(self, conn: sqlite3.Connection) -> None:
+        self._left_open = False
         if conn.in_transaction:
             try:
                 conn.execute(self.queries["rollback"])
             except sqlite3.Error:
+                self._left_open = True
                 log.exception("SQLite rollback failed; retried before the next transaction")
+
+    _left_open = False  # a failed rollback left a transaction open on the connection
 
     @contextmanager
     def _transient_errors(self) -> Iterator[None]:
