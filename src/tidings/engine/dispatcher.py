@@ -128,6 +128,7 @@ class Dispatcher:
         lateness: list[int] = []
         touched: set[int] = set()
         fired_by_kind: dict[str, int] = {}
+        in_target = 0
         skipped = 0
         for firing, schedule, ok in zip(firings, claimed, held, strict=True):
             if not ok:
@@ -137,6 +138,7 @@ class Dispatcher:
             if firing.fired:
                 kind = schedule.spec.target.kind.value
                 fired_by_kind[kind] = fired_by_kind.get(kind, 0) + 1
+                in_target += firing.in_target
                 late = committed - firing.occurrence_due
                 lateness.append(late)
                 metrics.LATENESS.observe(max(late, 0) / 1000)
@@ -145,8 +147,8 @@ class Dispatcher:
                 skipped += 1
         for kind, count in fired_by_kind.items():  # one increment per batch, not per firing
             metrics.FIRED.labels(kind).inc(count)
-            if kind == TargetKind.QUEUE.value:
-                metrics.DELIVERED.labels(kind).inc(count)
+        if in_target:  # the others are counted where they are delivered (or fail)
+            metrics.DELIVERED.labels(TargetKind.QUEUE.value).inc(in_target)
         if skipped:
             metrics.SKIPPED.inc(skipped)
         for queue_id in touched:
@@ -187,10 +189,17 @@ class Dispatcher:
             nxt, fired = None, True
         messages = self._messages(s, fire_at, batch) if fired else []
         delete = nxt is None and spec.action_after_completion is ActionAfterCompletion.DELETE
+        # Delivered by this firing itself: written into its target queue (not into the DLQ,
+        # nor handed to the delivery queue because the queue is missing).
+        target_queue = (batch.queues.get(spec.target.destination)
+                        if spec.target.kind is TargetKind.QUEUE else None)
+        in_target = bool(messages) and target_queue is not None \
+            and messages[0].queue_id == target_queue.id
         return _PlannedFiring(
             schedule_id=s.id, claim_token=token, occurrence=occurrence,
             next_fire_at=nxt, due_at=None if nxt is None else due_of(nxt), delete=delete,
-            fired=fired, messages=messages, occurrence_due=due_of(fire_at))
+            fired=fired, messages=messages, occurrence_due=due_of(fire_at),
+            in_target=in_target)
 
     def _messages(self, s: Schedule, fire_at: int, batch: _Batch) -> list[TargetMessage]:
         spec, target = s.spec, s.spec.target
@@ -248,3 +257,4 @@ class Dispatcher:
 @dataclass(frozen=True)
 class _PlannedFiring(Firing):
     occurrence_due: int = 0
+    in_target: bool = False
