@@ -64,6 +64,7 @@ from tidings.notify.base import SCHEDULES_CHANNEL
 from tidings.store.base import Store
 
 PAST_MARGIN_MS = 2_000
+new_row = tuple.__new__
 # The stored form of an email target is '{"destination":"","input":<doc>,"kind":"email"}'
 # (`target_text`, keys sorted): each row's is written around its own document.
 TARGET_HEAD = '{"destination":"","input":'
@@ -266,9 +267,11 @@ class _Run:
                 due = instant + (int.from_bytes(blake2b(
                     f"{group}/{name}/{instant}".encode(), digest_size=8).digest(), "big")
                     % window_ms if window_ms else 0)
-                out.append(ScheduleRow(group, name, enabled, expression, tz, None, None, flex,
-                                       target, delete, self._description[i], None, instant,
-                                       due, created, created))
+                # tuple.__new__ skips the NamedTuple's Python-level __new__ (what _make
+                # does): half the cost per row, on the fan-out's hottest line.
+                out.append(new_row(ScheduleRow, (
+                    group, name, enabled, expression, tz, None, None, flex, target, delete,
+                    self._description[i], None, instant, due, created, created)))
             yield from out
 
 

@@ -199,4 +199,6 @@ class SQLiteDriver:
                 for (key, _), ok in zip(leases, got, strict=True)]
 
     def insert_schedule_rows(self, conn: sqlite3.Connection, rows: Sequence[Row]) -> int:
-        return int(conn.executemany(self.queries["insert_schedule"], rows).rowcount)
+        # Plain tuples: sqlite3 binds an exact tuple by index, a NamedTuple through the
+        # generic sequence protocol (a million-row fan-out spent 50 % longer binding).
+        return int(conn.executemany(self.queries["insert_schedule"], map(tuple, rows)).rowcount)
