@@ -125,10 +125,17 @@ class Page:
         return str(self.d.find_element(By.TAG_NAME, "body").text)
 
     def click(self, css: str, *, confirm: bool = False) -> None:
-        self.d.find_element(By.CSS_SELECTOR, css).click()
+        """Click what submits a form, and wait for the page it leads to (the old page is
+        gone, the new one loaded): reading the old page's flash would be a race."""
+        from selenium.webdriver.support import expected_conditions
+
+        element = self.d.find_element(By.CSS_SELECTOR, css)
+        old = self.d.find_element(By.TAG_NAME, "html")
+        element.click()
         if confirm:
-            WebDriverWait(self.d, 5).until(lambda d: d.switch_to.alert).accept()
-        WebDriverWait(self.d, 10).until(
+            WebDriverWait(self.d, 10).until(lambda d: d.switch_to.alert).accept()
+        WebDriverWait(self.d, 30).until(expected_conditions.staleness_of(old))
+        WebDriverWait(self.d, 30).until(
             lambda d: d.execute_script("return document.readyState") == "complete")
 
     def flash(self) -> str:

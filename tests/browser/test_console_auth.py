@@ -68,14 +68,13 @@ def test_scopes_decide_who_may_act(secured: tuple[str, Node], browser: WebDriver
     url, node = secured
     page = Page(browser, node.url, shots)
     sign_in(page, READ, "/ui/queues/emails")
-    page.click("#send-form button[type=submit]")
-    assert "needs the operate scope" in page.text()
+    assert "lets you look, not act" in page.text()
+    assert browser.find_elements(By.CSS_SELECTOR, "main form[method=post] button") == []
     page.d.delete_all_cookies()
     sign_in(page, OPERATE, "/ui/queues/emails")
     page.click("#send-form button[type=submit]")
     assert "Sent message" in page.flash()
-    page.click("form[action$='/purge'] button", confirm=True)
-    assert "needs the admin scope" in page.text()
+    assert browser.find_elements(By.CSS_SELECTOR, "form[action$='/purge'] button") == []
     page.d.delete_all_cookies()
     sign_in(page, ADMIN, "/ui/queues/purge-me")
     page.click("form[action$='/purge'] button", confirm=True)
@@ -96,3 +95,22 @@ def test_a_forged_session_cookie_is_refused(secured: tuple[str, Node]) -> None:
         c.cookies.set("tidings_console", "eyJzaWQiOiJ4In0.forged", path="/ui")
         r = c.get("/ui/queues")
         assert r.status_code == 303 and "/ui/signin" in r.headers["location"]
+
+
+def test_the_server_refuses_what_the_page_does_not_offer(secured: tuple[str, Node]) -> None:
+    """A read session with a valid CSRF token still cannot act: the scope is checked on
+    the server, not only by hiding buttons."""
+    import re
+
+    import httpx
+
+    url, node = secured
+    with httpx.Client(base_url=node.url) as c:
+        c.post("/ui/signin", data={"token": READ}, headers={"origin": node.url})
+        page = c.get("/ui/queues/emails").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert csrf is not None  # (the sign-out form carries it)
+        r = c.post("/ui/queues/orders/send", data={"csrf": csrf.group(1), "body": "x"})
+        assert r.status_code == 403 and "needs the operate scope" in r.text
+    with Tidings(url) as t:
+        assert t.queues.describe("orders").counts.visible == 0

@@ -117,7 +117,9 @@ class Console:
         html = ENV.get_template(template).render(
             request=request, session=session, csrf=self.sessions.csrf_token(session),
             theme=request.cookies.get("tidings_theme", "auto"), flash=flash,
-            signin_required=self.sessions.required, path=request.url.path, **values)
+            signin_required=self.sessions.required, path=request.url.path,
+            can={scope: allows(session.scope, scope) for scope in ("operate", "admin")},
+            **values)
         response = HTMLResponse(html, status_code=status, headers=HEADERS)
         if flash:
             response.delete_cookie(FLASH, path="/ui")
