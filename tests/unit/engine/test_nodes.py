@@ -45,7 +45,7 @@ def test_a_heartbeat_shows_the_node_its_activity_and_its_silence(
 def test_a_node_that_stops_cleanly_is_not_a_worry(t: Tidings, clock: FrozenClock) -> None:
     bridge = Bridge(1)
     try:
-        beat = Heartbeat(t.store, clock, bridge, "test", interval_s=0.01)
+        beat = Heartbeat(t.store, clock, bridge, "test", interval_s=0.01, first_counts_s=0)
 
         async def run_briefly() -> None:
             task = asyncio.create_task(beat.run())
