@@ -11,7 +11,8 @@ from tidings.engine.audit import AuditService
 from tidings.engine.campaign_views import CampaignViews
 from tidings.engine.campaigns import CampaignService
 from tidings.engine.overview import OverviewService
-from tidings.engine.queues import CROSS_PROCESS_POLL_S, QueueService
+from tidings.engine.queues import QueueService
+from tidings.engine.receiving import CROSS_PROCESS_POLL_S
 from tidings.engine.schedule_search import ScheduleSearch
 from tidings.engine.schedules import ScheduleService
 from tidings.model.receipts import ReceiptSigner
