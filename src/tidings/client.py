@@ -10,6 +10,7 @@ from tidings.email.service import EmailService
 from tidings.engine.audit import AuditService
 from tidings.engine.campaign_views import CampaignViews
 from tidings.engine.campaigns import CampaignService
+from tidings.engine.firing_log import FiringLog
 from tidings.engine.overview import OverviewService
 from tidings.engine.queues import QueueService
 from tidings.engine.receiving import CROSS_PROCESS_POLL_S
@@ -62,6 +63,7 @@ class Tidings:
         self.audit = AuditService(self.store, self.clock)
         self.schedule_search = ScheduleSearch(self.store, self.clock)
         self.campaign_views = CampaignViews(self.store, self.clock)
+        self.firing_log = FiringLog(self.store, self.clock)
 
     @property
     def database_url(self) -> str:

@@ -78,7 +78,7 @@ class Node:
                                   max_long_polls=settings.max_long_polls)
         self.services: list[Service] = [
             Sweeper(t.queues, self.bridge, interval_s=settings.sweep_interval_s,
-                    job_memory_s=settings.job_memory_s)
+                    job_memory_s=settings.job_memory_s, firings=t.firing_log)
         ]
         ensure_internal_queues(t.queues)
         if isinstance(app, TaskApp):
@@ -88,14 +88,16 @@ class Node:
         self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret(),
                                email=EmailDelivery(t.email, self.bridge, settings),
                                webhook_guard=t.schedules.webhook_guard)
-        self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock), t.queues,
+        self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock,
+                                                  firings=t.firing_log), t.queues,
                                    self.bridge, concurrency=settings.concurrency,
                                    grace_s=settings.shutdown_grace_s)
         self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, _version())
         self.services += [self.dispatcher, self.deliveries, self.heartbeat]
         if settings.smtp_url:
             self.services.append(Consumer(
-                delivery_app(self.targets, t.queues, t.clock, queue=EMAIL_QUEUE), t.queues,
+                delivery_app(self.targets, t.queues, t.clock, queue=EMAIL_QUEUE,
+                             firings=t.firing_log), t.queues,
                 self.bridge, concurrency=settings.concurrency,
                 grace_s=settings.shutdown_grace_s))
         else:

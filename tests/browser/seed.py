@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tidings.client import Tidings
+from tidings.engine.firing_log import Outcome
 from tidings.model.queues import RedrivePolicy
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
 from tidings.model.states import ScheduleState
@@ -45,8 +46,13 @@ def schedules(t: Tidings) -> None:
                           target=Target(TargetKind.QUEUE, "ticks", input=XSS_IMG,
                                         dead_letter_queue="orders-dlq"),
                           description=XSS_BODY))
-    s.create(ScheduleSpec(name="hook", expression="rate(1 day)",
-                          target=Target(TargetKind.WEBHOOK, "https://hooks.example.com/t")))
+    hook = s.create(ScheduleSpec(name="hook", expression="rate(1 day)",
+                                 target=Target(TargetKind.WEBHOOK, "https://hooks.example.com/t")))
+    # Its last firings: one delivered, one given up (the reason is hostile text).
+    day = 86_400_000
+    t.firing_log.record(hook.id, hook.created_at - 2 * day, Outcome.DELIVERED, 1)
+    t.firing_log.record(hook.id, hook.created_at - day, Outcome.DROPPED, 3,
+                        f"HTTP500: {XSS_IMG}")
     for name in ("to-disable", "to-delete"):
         s.create(ScheduleSpec(name=name, expression="rate(1 day)",
                               target=Target(TargetKind.QUEUE, "ticks")))

@@ -28,6 +28,11 @@ def db_url(served: tuple[str, Node]) -> str:
     return served[0]
 
 
+def _cancelled_per_step(browser: WebDriver) -> list[str]:
+    rows = browser.find_elements(By.CSS_SELECTOR, "section[aria-labelledby=steps-h] tbody tr")
+    return [r.find_elements(By.CSS_SELECTOR, "td")[-1].text for r in rows]
+
+
 def test_campaign_list_and_steps(node: Node, browser: WebDriver, shots: Path) -> None:
     page = Page(browser, node.url, shots)
     page.open("/ui/campaigns")
@@ -36,6 +41,7 @@ def test_campaign_list_and_steps(node: Node, browser: WebDriver, shots: Path) ->
     page.open("/ui/campaigns/summer")
     steps = browser.find_elements(By.CSS_SELECTOR, "section[aria-labelledby=steps-h] tbody tr")
     assert [r.find_elements(By.CSS_SELECTOR, "td")[3].text for r in steps] == ["12", "12"]
+    assert _cancelled_per_step(browser) == ["0", "0"]
     bars = browser.find_elements(By.CSS_SELECTOR, "svg.chart rect")
     assert bars, "summer's welcome step falls within the next 6 hours somewhere"
 
@@ -51,6 +57,7 @@ def test_pause_resume_and_cancel_by_clicking(node: Node, db_url: str, browser: W
     page.open("/ui/campaigns/autumn")
     page.click("form[action$='/cancel'] button", confirm=True)
     assert "Campaign autumn is cancelled" in page.flash()
+    assert _cancelled_per_step(browser) == ["12", "12"]  # each step's share of the 24
     with Tidings(db_url) as t:
         assert t.campaigns.get("spring").status.value == "ACTIVE"
         assert t.campaigns.get("autumn").status.value == "CANCELLED"
@@ -69,6 +76,7 @@ def test_cancel_one_recipient_found_by_id(node: Node, db_url: str, browser: WebD
     page.click("form[action$='/cancel-recipient'] button", confirm=True)
     assert "Cancelled 2 remaining step(s) of recipient r3 in winter" in page.flash()
     assert page.text().count("nothing left") == 2
+    assert _cancelled_per_step(browser) == ["1", "1"]
     with Tidings(db_url) as t:
         assert t.campaigns.status("winter").counts.scheduled == 22
 

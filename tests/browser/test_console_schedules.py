@@ -74,6 +74,19 @@ def test_a_schedule_page_says_when_in_words_and_in_two_zones(
     assert "orders-dlq" in text and "185 attempts" in text
 
 
+def test_a_schedule_page_shows_its_last_firings_and_their_outcome(
+        node: Node, browser: WebDriver, shots: Path) -> None:
+    page = Page(browser, node.url, shots)
+    page.open("/ui/schedules/default/hook")  # a webhook target: outcomes for any kind
+    rows = [[td.text for td in r.find_elements(By.CSS_SELECTOR, "td")]
+            for r in browser.find_elements(By.CSS_SELECTOR, "#firings tbody tr")]
+    assert [r[2] for r in rows] == ["dropped", "delivered"]  # newest first
+    assert rows[0][3] == "3" and rows[0][4] == f"HTTP500: {seed.XSS_IMG}"  # shown as text
+    assert browser.execute_script("return window.pwned") is None
+    page.open("/ui/schedules/default/to-enable")  # never fired
+    assert "No firing with a final outcome" in page.text()
+
+
 def test_disable_enable_and_delete_by_clicking(node: Node, db_url: str, browser: WebDriver,
                                                shots: Path) -> None:
     page = Page(browser, node.url, shots)

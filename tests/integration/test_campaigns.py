@@ -231,3 +231,18 @@ def test_fanout_checks_before_reading(tc: Tidings) -> None:
                             options(columns=Columns(timezone="tz")))
     with pytest.raises(ValidationError, match="Timing"):
         tc.campaigns.fanout(csv_source(recipients(1)), options(next_time="09:00"))
+
+
+def test_cancelled_schedules_are_counted_per_step(tc: Tidings) -> None:
+    tc.campaigns.fanout(csv_source(recipients(5)), options())
+    assert tc.campaigns.cancel_recipient("spring", "r2") == 2
+    tc.schedules.delete(f"welcome-{recipient_key('r3')}", "spring")  # as if it had fired
+    progress = {p.step: p for p in tc.campaign_views.steps("spring")}
+    assert {s: (p.scheduled, p.cancelled) for s, p in progress.items()} == {
+        "welcome": (3, 1), "nudge": (4, 1)}
+    assert tc.campaigns.cancel("spring").counts.cancelled == 2 + 7
+    progress = {p.step: p for p in tc.campaign_views.steps("spring")}
+    assert {s: (p.scheduled, p.cancelled) for s, p in progress.items()} == {
+        "welcome": (0, 4), "nudge": (0, 5)}
+    assert tc.campaigns.cancel_recipient("spring", "r4") == 0  # nothing left: no change
+    assert tc.store.campaign_step_cancelled("spring") == {"welcome": 4, "nudge": 5}

@@ -198,3 +198,24 @@ def test_new_earlier_schedule_wakes_the_dispatcher(db_url: str) -> None:
         finally:
             node.bridge.close()
     assert 0 <= latency[0] < 0.2
+
+
+def test_delivered_and_abandoned_firings_are_in_the_firing_history(t: Tidings) -> None:
+    t.queues.create_queue("sched-dlq")
+    app = App(queue="unused")
+    app.function("quiet")(lambda event: Suppress("not today"))
+    ok, rejecting = Receiver([200]), Receiver([400])
+    with running_server(ok.app()) as good, running_server(rejecting.app()) as bad:
+        made = [t.schedules.create(ScheduleSpec(name, just_now(), target)) for name, target in (
+            ("hook-ok", Target(TargetKind.WEBHOOK, f"{good}/hook", input="{}")),
+            ("hook-bad", Target(TargetKind.WEBHOOK, f"{bad}/hook", input="{}",
+                                dead_letter_queue="sched-dlq")),
+            ("quiet", Target(TargetKind.FUNCTION, "quiet", input="{}")))]
+        run_node(t, lambda: all(t.firing_log.recent(s.id) for s in made), app=app)
+    (hook_ok,), (hook_bad,), (quiet,) = (t.firing_log.recent(s.id) for s in made)
+    assert (hook_ok.outcome, hook_ok.attempts, hook_ok.occurrence) == (
+        "delivered", 1, made[0].next_fire_at)
+    assert hook_bad.outcome == "dead-lettered" and hook_bad.attempts == 1
+    assert hook_bad.detail is not None and hook_bad.detail.startswith("HTTP400")
+    assert "NonRetryableError" in hook_bad.detail
+    assert quiet.outcome == "suppressed"

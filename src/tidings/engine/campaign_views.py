@@ -23,6 +23,7 @@ class StepProgress:
     failed: int
     suppressed: int
     queued: int  # fired, waiting for (another) attempt
+    cancelled: int  # schedules of the step deleted by a cancel (campaign or recipient)
 
 
 @dataclass(frozen=True)
@@ -39,13 +40,14 @@ class CampaignViews:
     def steps(self, name: str) -> list[StepProgress]:
         record = self.store.get_campaign(name)
         out = []
+        cancelled = self.store.campaign_step_cancelled(name)
         for step in record.steps:
             states = self.store.schedule_state_counts_by_prefix(name, f"{step.name}-")
             log = self.store.delivery_state_counts(f"{name}/{step.name}-")
             out.append(StepProgress(
                 step.name, sum(states.values()), log.get(DeliveryState.SENT, 0),
                 sum(log.get(s, 0) for s in FAILED_STATES), log.get(DeliveryState.SUPPRESSED, 0),
-                log.get(DeliveryState.QUEUED, 0)))
+                log.get(DeliveryState.QUEUED, 0), cancelled.get(step.name, 0)))
         return out
 
     def forecast(self, name: str, hours: int = 6,

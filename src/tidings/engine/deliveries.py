@@ -18,6 +18,7 @@ from typing import Any
 from tidings.clock import Clock
 from tidings.engine import metrics
 from tidings.engine.consumers import App, Job
+from tidings.engine.firing_log import FiringLog, Outcome
 from tidings.engine.internal_queues import DELIVERY_QUEUE, EMAIL_QUEUE
 from tidings.engine.queues import QueueService
 from tidings.errors import QueueNotFound, TidingsError, ValidationError
@@ -127,11 +128,22 @@ class Targets:
 
 
 def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
-                 queue: str = DELIVERY_QUEUE) -> App:
+                 queue: str = DELIVERY_QUEUE, firings: FiringLog | None = None) -> App:
     """The built-in app whose one handler performs the deliveries of an internal queue
     (`DELIVERY_QUEUE` on every node; `EMAIL_QUEUE` on nodes with an SMTP relay)."""
     app = App(queue=queue, retry_base_s=1.0, retry_max_s=300.0, create_queues=False,
               poison="retry")
+
+    schedule_id_of = _schedule_id
+
+    async def record(job: Job, ctx: FiringContext, outcome: Outcome,
+                     detail: str | None = None) -> None:
+        """The delivery's final outcome in its schedule's firing history (a job queued
+        before the dispatcher named the schedule, or a resend, has none to go to)."""
+        schedule_id = schedule_id_of(job.payload)
+        if firings is not None and schedule_id is not None:
+            await asyncio.to_thread(firings.record, schedule_id, ctx.scheduled_time, outcome,
+                                    job.attempt, detail)
 
     @app.handler(DELIVERY_JOB)
     async def deliver(job: Job) -> None:
@@ -148,6 +160,8 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
             outcome = await targets.deliver(target, body, ctx, job.attempt)
             metrics.DELIVERED.labels(kind).inc()
             log.debug("delivered %s to %s: %s", ctx.execution_id, kind, outcome)
+            if outcome in (Outcome.DELIVERED, Outcome.SUPPRESSED):  # not "queued" on
+                await record(job, ctx, Outcome(outcome))
             return
         except DeliveryError as exc:
             metrics.FAILED.labels(kind).inc()
@@ -166,8 +180,15 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
                                            attempts=job.attempt, exhausted=exhausted)
             await asyncio.to_thread(queues.send, target.dead_letter_queue, body,
                                     attributes=attrs)
+        await record(job, ctx, Outcome.DEAD_LETTERED if target.dead_letter_queue
+                     else Outcome.DROPPED, f"{failure.code}: {failure.message} ({exhausted})")
 
     return app
+
+
+def _schedule_id(payload: dict[str, Any]) -> int | None:
+    value = payload.get("schedule_id")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _exhausted(target: Target, failure: DeliveryError, attempt: int, since: int,

@@ -19,13 +19,14 @@ import json
 import logging
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tidings.clock import Clock
 from tidings.engine import metrics
 from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
+from tidings.engine.firing_log import Outcome, outcome_row
 from tidings.engine.internal_queues import ensure_internal_queues, queue_for
 from tidings.engine.queues import QueueService
 from tidings.engine.schedules import (
@@ -36,9 +37,9 @@ from tidings.engine.schedules import (
 from tidings.errors import QueueNotFound, StoreUnavailable, ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.queues import QueueRecord
-from tidings.model.schedules import ActionAfterCompletion, Schedule, Target, TargetKind
+from tidings.model.schedules import ActionAfterCompletion, Schedule, TargetKind
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier, queue_channel
-from tidings.store.base import Firing, Store, TargetMessage
+from tidings.store.base import Firing, FiringOutcome, Store, TargetMessage
 from tidings.targets.base import FiringContext, delivery_job, render_input
 from tidings.targets.deadletter import dead_letter_attributes
 
@@ -47,12 +48,16 @@ log = logging.getLogger("tidings.dispatcher")
 IDLE_POLL_S = 1.0  # bounds the wait for schedules created by another process
 MAX_CATCH_UP_STEPS = 1_000_000
 FIRST_BATCH = 32
+DELIVERED = Outcome.DELIVERED.value
+_new_row = tuple.__new__
 
 
 @dataclass
 class _Batch:
     now: int
     queues: dict[str, QueueRecord | None]
+    # schedule id -> why its queue target refused the message (dead-lettered or dropped)
+    refused: dict[int, str] = field(default_factory=dict)
 
 
 class Dispatcher:
@@ -195,11 +200,22 @@ class Dispatcher:
                         if spec.target.kind is TargetKind.QUEUE else None)
         in_target = bool(messages) and target_queue is not None \
             and messages[0].queue_id == target_queue.id
+        # The firing history: what this firing's outcome is, when it is known now (a
+        # delivery through the delivery queue records its own when it ends).
+        outcome = None
+        if not fired:
+            outcome = outcome_row(s.id, fire_at, now, Outcome.SKIPPED, 0,
+                                  "older than the maximum event age")
+        elif in_target:  # the usual case: a plain tuple, built without NamedTuple's __new__
+            outcome = _new_row(FiringOutcome, (s.id, fire_at, now, DELIVERED, 1, None))
+        elif s.id in batch.refused:
+            outcome = outcome_row(s.id, fire_at, now, Outcome.DEAD_LETTERED if messages
+                                  else Outcome.DROPPED, 1, batch.refused[s.id])
         return _PlannedFiring(
             schedule_id=s.id, claim_token=token, occurrence=occurrence,
             next_fire_at=nxt, due_at=None if nxt is None else due_of(nxt), delete=delete,
             fired=fired, messages=messages, occurrence_due=due_of(fire_at),
-            in_target=in_target)
+            in_target=in_target, outcome=outcome)
 
     def _messages(self, s: Schedule, fire_at: int, batch: _Batch) -> list[TargetMessage]:
         spec, target = s.spec, s.spec.target
@@ -218,13 +234,15 @@ class Dispatcher:
             # EventBridge Scheduler checks a target when it invokes it: a queue missing now
             # fails this invocation, and the delivery queue retries it by the target's retry
             # policy (the queue may appear meanwhile) before dead-lettering it.
-            return self._delivery(target, delivery_job(ctx, target, target.input or "{}"), batch)
+            return self._delivery(s, delivery_job(ctx, target, target.input or "{}"), batch)
         delivery = delivery_job(ctx, target, render_input(target.input, ctx, None)
                                 if target.input else None)
-        return self._delivery(target, delivery, batch)
+        return self._delivery(s, delivery, batch)
 
-    def _delivery(self, target: Target, job: dict[str, Any],
+    def _delivery(self, s: Schedule, job: dict[str, Any],
                   batch: _Batch) -> list[TargetMessage]:
+        target = s.spec.target
+        job["schedule_id"] = s.id  # where the delivery records its outcome
         queue = self._queue(batch, queue_for(target))  # a queue target's: DELIVERY_QUEUE
         assert queue is not None, "the dispatcher creates the delivery queues at start"
         return [self._message(queue, json.dumps(job), None, None, batch.now)]
@@ -234,6 +252,7 @@ class Dispatcher:
         """A queue target that cannot take the message: the schedule's DLQ gets it (in the
         same transaction), or it is dropped with a log line and a metric."""
         metrics.FAILED.labels("queue").inc()
+        batch.refused[s.id] = f"{error[0]}: {error[1]}"
         dlq_name = s.spec.target.dead_letter_queue
         dlq = self._queue(batch, dlq_name) if dlq_name else None
         metrics.DEAD_LETTERED.labels("queue").inc()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidings.clock import Clock
+from tidings.engine.firing_log import FiringLog, FiringRecord
 from tidings.engine.schedules import schedule_trigger
 from tidings.errors import ScheduleNotFound, ValidationError
 from tidings.model.email import Delivery
@@ -78,6 +79,7 @@ class ScheduleDetail:
     in_words: str
     next_occurrences: list[int]  # epoch ms, the next 10 (fewer when it runs out)
     deliveries: list[Delivery]  # an email schedule's last deliveries (its firings' outcome)
+    firings: list[FiringRecord]  # the last firings of any target kind and their outcome
 
 
 def _token(parts: list[Any]) -> str:
@@ -98,6 +100,7 @@ class ScheduleSearch:
     def __init__(self, store: Store, clock: Clock) -> None:
         self.store = store
         self.clock = clock
+        self.firings = FiringLog(store, clock)
 
     def search(self, query: ScheduleQuery, after: str | None = None, *,
                budget: int = SCAN_BUDGET) -> SchedulePage:
@@ -186,4 +189,4 @@ class ScheduleSearch:
                 DeliveryQuery(schedule_prefix=key, created_from=now - 7 * 86_400_000), 0, 200)
             deliveries = [d for d in recent if d.schedule == key][-10:][::-1]
         return ScheduleDetail(s, describe(s.spec.expression, s.spec.timezone), upcoming,
-                              deliveries)
+                              deliveries, self.firings.recent(s.id))

@@ -1,5 +1,6 @@
 """Periodic maintenance: retention expiry, idempotency-record expiry, message move tasks,
-and reclaiming deleted rows' space where the database does not (`Store.reclaim_space`)."""
+the firing history's trim, and reclaiming deleted rows' space where the database does not
+(`Store.reclaim_space`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 from tidings.engine import metrics
 from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
+from tidings.engine.firing_log import FiringLog
 from tidings.engine.internal_queues import EMAIL_QUEUE, backlog
 from tidings.engine.queues import QueueService
 from tidings.errors import StoreUnavailable
@@ -23,11 +25,12 @@ RECLAIM_EVERY_S = 30.0
 
 class Sweeper:
     def __init__(self, queues: QueueService, bridge: Bridge, *, interval_s: float,
-                 job_memory_s: int) -> None:
+                 job_memory_s: int, firings: FiringLog | None = None) -> None:
         self.queues = queues
         self.bridge = bridge
         self.interval_s = interval_s
         self.job_memory_s = job_memory_s
+        self.firings = firings
         self._stopping = asyncio.Event()
 
     async def run(self) -> None:
@@ -42,6 +45,8 @@ class Sweeper:
                 metrics.EMAIL_WAITING.set(await self.bridge.run(backlog, self.queues,
                                                                 EMAIL_QUEUE))
                 moved = await self.bridge.run(self.queues._advance_move_tasks, now - last)
+                if self.firings is not None:  # the firing history keeps about a day
+                    await self.bridge.run(self.firings.trim)
                 if now >= reclaim_at:
                     reclaim_at = now + RECLAIM_EVERY_S
                     if await self._reclaim() and not warned:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tidings.model.audit import AuditEntry, EmailIdentity
 from tidings.model.campaigns import CampaignRecord, Step
@@ -267,6 +267,20 @@ class Firing:
     delete: bool
     fired: bool  # False when the occurrence was skipped (older than its maximum event age)
     messages: Sequence[TargetMessage] = ()
+    # What to record in the firing history with the firing (None: nothing now; a webhook's,
+    # function's or email's outcome is recorded by its delivery when final).
+    outcome: FiringOutcome | None = None
+
+
+class FiringOutcome(NamedTuple):
+    """One row of a schedule's firing history (the console's "last firings")."""
+
+    schedule_id: int
+    occurrence: int  # the scheduled instant, epoch ms
+    at: int  # when the outcome became final
+    outcome: str  # see `engine.firing_log.Outcome`
+    attempts: int
+    detail: str | None
 
 
 class ScheduleStore(Protocol):
@@ -321,6 +335,19 @@ class ScheduleStore(Protocol):
         ...
 
     def count_schedules(self) -> int: ...
+    def record_firings(self, outcomes: Sequence[FiringOutcome]) -> None:
+        """Add rows to the firing history, in one statement."""
+        ...
+
+    def recent_firings(self, schedule_id: int, limit: int) -> list[FiringOutcome]:
+        """The schedule's last `limit` recorded outcomes, newest first."""
+        ...
+
+    def trim_firings(self, before: int, limit: int) -> int:
+        """Delete up to `limit` of the oldest history rows recorded before `before`;
+        returns how many went."""
+        ...
+
     def disabled_schedules(self, group: str, after: str, limit: int,
                            ) -> list[tuple[str, int | None, int | None]]:
         """A page of the group's disabled schedules by name: (name, next_fire_at,
@@ -449,6 +476,11 @@ class CampaignStore(Protocol):
     def cancel_campaign_schedules(self, name: str, schedule_names: Sequence[str],
                                   now: int) -> int:
         """Delete the named schedules and count them as cancelled; returns how many."""
+        ...
+
+    def campaign_step_cancelled(self, name: str) -> dict[str, int]:
+        """How many schedules of each step were cancelled (counted as they were deleted,
+        by a campaign's cancel or a recipient's); a step with none is absent."""
         ...
 
 

@@ -67,7 +67,18 @@ class SqlCampaigns(SqlBase):
             if new is CampaignStatus.PAUSED:
                 return int(conn.execute(self.q["disable_group_schedules"], (now, name)).rowcount)
             if new is CampaignStatus.CANCELLED:
-                removed = int(conn.execute(self.q["delete_group_schedules"], (name,)).rowcount)
+                # Step by step (a range of the group's names each), so each step's count
+                # is exact; then whatever else the group holds.
+                steps = rows.campaign(conn.execute(self.q["campaign_by_name"],
+                                                   (name,)).fetchone()).steps
+                per_step: dict[str, int] = {}
+                for step in steps:
+                    lo, hi = rows.prefix_range(f"{step.name}-")
+                    per_step[step.name] = int(conn.execute(
+                        self.q["delete_group_schedules_between"], (name, lo, hi)).rowcount)
+                removed = sum(per_step.values()) + int(conn.execute(
+                    self.q["delete_group_schedules"], (name,)).rowcount)
+                self._add_step_cancelled(conn, name, per_step)
                 self._change(conn, "add_campaign_cancelled", name, (removed, now))
                 return removed
         return 0
@@ -88,8 +99,23 @@ class SqlCampaigns(SqlBase):
     def cancel_campaign_schedules(self, name: str, schedule_names: Sequence[str],
                                   now: int) -> int:
         with self.driver.tx() as conn:
-            removed = sum(self.driver.run_each(conn, "delete_group_schedule", [
-                (schedule, name) for schedule in schedule_names]))
+            gone = self.driver.run_each(conn, "delete_group_schedule", [
+                (schedule, name) for schedule in schedule_names])
+            removed = sum(gone)
             if removed:
+                per_step: dict[str, int] = {}
+                for schedule, ok in zip(schedule_names, gone, strict=True):
+                    if ok:  # a step's schedule is named "{step}-{recipient key}"
+                        step = schedule.split("-", 1)[0]
+                        per_step[step] = per_step.get(step, 0) + 1
+                self._add_step_cancelled(conn, name, per_step)
                 self._change(conn, "add_campaign_cancelled", name, (removed, now))
         return removed
+
+    def _add_step_cancelled(self, conn: Conn, name: str, per_step: dict[str, int]) -> None:
+        for step, n in per_step.items():
+            if n:
+                conn.execute(self.q["add_step_cancelled"], (name, step, n))
+
+    def campaign_step_cancelled(self, name: str) -> dict[str, int]:
+        return {str(step): int(n) for step, n in self._all("step_cancelled_counts", (name,))}

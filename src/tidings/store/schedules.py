@@ -15,7 +15,7 @@ from tidings.model.messages import NewMessage
 from tidings.model.schedules import Schedule, ScheduleGroup, ScheduleRow, target_text
 from tidings.notify.base import SCHEDULES_CHANNEL
 from tidings.store import rows
-from tidings.store.base import Firing, NewSchedule
+from tidings.store.base import Firing, FiringOutcome, NewSchedule
 from tidings.store.driver import Conn, Row
 from tidings.store.sqlbase import SqlBase
 
@@ -194,7 +194,37 @@ class SqlSchedules(SqlBase):
                         pending.setdefault((tm.queue_id, tm.fifo), []).append(tm.message)
             for (queue_id, fifo), messages in pending.items():
                 self._write_messages(conn, queue_id, messages, fifo, now)
+            outcomes = [f.outcome for f in firings
+                        if f.outcome is not None and f.schedule_id in held]
+            if outcomes:  # the batch's history rows: one statement
+                self.driver.run_each(conn, "insert_firings", outcomes)
         return [f.schedule_id in held for f in firings]
+
+    # firing history ---------------------------------------------------------------------
+
+    def record_firings(self, outcomes: Sequence[FiringOutcome]) -> None:
+        if outcomes:
+            with self.driver.tx() as conn:
+                self.driver.run_each(conn, "insert_firings", outcomes)
+
+    def recent_firings(self, schedule_id: int, limit: int) -> list[FiringOutcome]:
+        return [FiringOutcome(schedule_id, int(occ), int(at), str(outcome), int(attempts),
+                              detail)
+                for occ, at, outcome, attempts, detail in
+                self._all("recent_firings", (schedule_id, limit))]
+
+    def trim_firings(self, before: int, limit: int) -> int:
+        # Ids grow with time: the rows to delete are the lowest ids, found by a scan in id
+        # order that stops at the first row to keep (no index on the instant needed).
+        lo, hi = self._one("firings_id_range")
+        if lo is None:
+            return 0
+        end = min(int(hi) + 1, int(lo) + limit)
+        keep = self._one("firings_trim_bound", (end, before))
+        if keep is not None:
+            end = int(keep[0])
+        with self.driver.auto() as conn:
+            return int(conn.execute(self.q["trim_firings"], (end,)).rowcount)
 
     def count_schedules(self) -> int:
         return int(self._one("count_schedules")[0])

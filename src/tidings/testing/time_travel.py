@@ -112,8 +112,10 @@ class TimeTravel:
                                email=email, webhook_guard=t.schedules.webhook_guard)
         self._dispatcher = Dispatcher(t.schedules, t.queues, t.store, self.clock, t.notifier,
                                       self._bridge)
-        self._internal = [delivery_app(self.targets, t.queues, self.clock),
-                          delivery_app(self.targets, t.queues, self.clock, queue=EMAIL_QUEUE)]
+        self._internal = [delivery_app(self.targets, t.queues, self.clock,
+                                       firings=t.firing_log),
+                          delivery_app(self.targets, t.queues, self.clock, queue=EMAIL_QUEUE,
+                                       firings=t.firing_log)]
         self._user_runner = Runner(Jobs(t.queues), on_run=self.jobs_run.append)
         self._internal_runner = Runner(Jobs(t.queues))
         if isinstance(app, TaskApp):

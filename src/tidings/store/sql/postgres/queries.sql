@@ -824,4 +824,46 @@ SELECT current_setting('autovacuum') <> 'on';
 
 -- name: reclaim_space
 -- Only the tables that churn; SKIP_LOCKED: a table another node is vacuuming is skipped.
-VACUUM (SKIP_LOCKED) messages, schedules, queue_counts, job_keys, fifo_dedup;
+VACUUM (SKIP_LOCKED) messages, schedules, queue_counts, job_keys, fifo_dedup, firings;
+
+-- ---------------------------------------------------------------------------------------
+-- firing outcomes (the console's schedule page; 0011_firings.sql)
+
+-- name: insert_firings
+-- (schedule id, occurrence, at, outcome, attempts, detail)[]: one statement per batch;
+-- returns the schedule ids (what run_each reads).
+INSERT INTO firings (schedule_id, occurrence, at, outcome, attempts, detail)
+SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::integer[],
+                     %s::text[])
+RETURNING schedule_id;
+
+-- name: recent_firings
+SELECT occurrence, at, outcome, attempts, detail FROM firings
+WHERE schedule_id = %s ORDER BY id DESC LIMIT %s;
+
+-- name: firings_trim_bound
+-- The first id below the bound young enough to keep: the scan, in id order, stops there,
+-- so it reads about as many rows as the trim deletes (at most the bound's).
+SELECT id FROM firings WHERE id < %s AND at >= %s ORDER BY id LIMIT 1;
+
+-- name: firings_id_range
+SELECT MIN(id), MAX(id) FROM firings;
+
+-- name: trim_firings
+DELETE FROM firings WHERE id < %s;
+
+-- ---------------------------------------------------------------------------------------
+-- campaign steps' cancelled counts (0012_campaign_step_cancelled.sql)
+
+-- name: delete_group_schedules_between
+-- One campaign step's schedules (names from lo to hi in the campaign's group).
+DELETE FROM schedules
+WHERE group_name = %s AND name COLLATE "C" >= %s AND name COLLATE "C" < %s;
+
+-- name: add_step_cancelled
+INSERT INTO campaign_step_counts (campaign, step, cancelled) VALUES (%s, %s, %s)
+ON CONFLICT (campaign, step) DO UPDATE
+SET cancelled = campaign_step_counts.cancelled + excluded.cancelled;
+
+-- name: step_cancelled_counts
+SELECT step, cancelled FROM campaign_step_counts WHERE campaign = %s;

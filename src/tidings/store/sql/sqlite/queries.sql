@@ -684,3 +684,41 @@ SELECT 0;
 -- Not run (reclaim_needed is 0 here); both backends name the same queries. On a file
 -- switched to auto_vacuum=INCREMENTAL by hand it would give free pages back.
 PRAGMA incremental_vacuum;
+
+-- ---------------------------------------------------------------------------------------
+-- firing outcomes (the console's schedule page; 0011_firings.sql)
+
+-- name: insert_firings
+-- (schedule id, occurrence, at, outcome, attempts, detail), executemany: one per batch.
+INSERT INTO firings (schedule_id, occurrence, at, outcome, attempts, detail)
+VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: recent_firings
+SELECT occurrence, at, outcome, attempts, detail FROM firings
+WHERE schedule_id = ? ORDER BY id DESC LIMIT ?;
+
+-- name: firings_trim_bound
+-- The first id below the bound young enough to keep: the scan, in id order, stops there,
+-- so it reads about as many rows as the trim deletes (at most the bound's).
+SELECT id FROM firings WHERE id < ? AND at >= ? ORDER BY id LIMIT 1;
+
+-- name: firings_id_range
+SELECT MIN(id), MAX(id) FROM firings;
+
+-- name: trim_firings
+DELETE FROM firings WHERE id < ?;
+
+-- ---------------------------------------------------------------------------------------
+-- campaign steps' cancelled counts (0012_campaign_step_cancelled.sql)
+
+-- name: delete_group_schedules_between
+-- One campaign step's schedules (names from lo to hi in the campaign's group).
+DELETE FROM schedules WHERE group_name = ? AND name >= ? AND name < ?;
+
+-- name: add_step_cancelled
+INSERT INTO campaign_step_counts (campaign, step, cancelled) VALUES (?, ?, ?)
+ON CONFLICT (campaign, step) DO UPDATE
+SET cancelled = campaign_step_counts.cancelled + excluded.cancelled;
+
+-- name: step_cancelled_counts
+SELECT step, cancelled FROM campaign_step_counts WHERE campaign = ?;

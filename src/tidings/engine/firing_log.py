@@ -1,0 +1,69 @@
+"""The firing history: each schedule's last firings and their outcome, for every target
+kind, shown on the console's schedule page.
+
+A queue target's outcome is known when the dispatcher fires it, so its row is written in
+the firing's own transaction (one statement per batch). A webhook's, function's or
+email's outcome is known only when its delivery ends (delivered, suppressed, or given up
+after its retries), so the delivery path records it then. Rows older than `KEEP_MS` are
+deleted by the sweeper, a bounded number per pass, so the table holds about a day of
+firings whatever the rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from tidings.clock import Clock
+from tidings.store.base import FiringOutcome, Store
+
+KEEP_MS = 86_400_000  # a day of history
+TRIM_LIMIT = 50_000  # rows deleted per sweeper pass at most
+SHOWN = 10
+
+
+class Outcome(StrEnum):
+    DELIVERED = "delivered"  # in its queue, or accepted by its webhook / function / SMTP
+    SUPPRESSED = "suppressed"  # a function (or the suppression list) said not to send
+    DEAD_LETTERED = "dead-lettered"  # gave up; the event went to the target's DLQ
+    DROPPED = "dropped"  # gave up with no DLQ to take the event
+    SKIPPED = "skipped"  # a missed occurrence older than its maximum event age
+
+
+@dataclass(frozen=True)
+class FiringRecord:
+    occurrence: int
+    at: int
+    outcome: str
+    attempts: int
+    detail: str | None
+
+    @property
+    def good(self) -> bool:
+        return self.outcome in (Outcome.DELIVERED, Outcome.SUPPRESSED)
+
+
+def outcome_row(schedule_id: int, occurrence: int, at: int, outcome: Outcome,
+                attempts: int = 1, detail: str | None = None) -> FiringOutcome:
+    return FiringOutcome(schedule_id, occurrence, at, outcome.value, attempts,
+                         None if detail is None else detail[:500])
+
+
+class FiringLog:
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+
+    def record(self, schedule_id: int, occurrence: int, outcome: Outcome, attempts: int,
+               detail: str | None = None) -> None:
+        self.store.record_firings([outcome_row(schedule_id, occurrence, self.clock.now_ms(),
+                                               outcome, attempts, detail)])
+
+    def recent(self, schedule_id: int, limit: int = SHOWN) -> list[FiringRecord]:
+        """The schedule's last firings with a final outcome, newest first."""
+        return [FiringRecord(r.occurrence, r.at, r.outcome, r.attempts, r.detail)
+                for r in self.store.recent_firings(schedule_id, limit)]
+
+    def trim(self) -> int:
+        """Forget rows older than a day (at most `TRIM_LIMIT` per call)."""
+        return self.store.trim_firings(self.clock.now_ms() - KEEP_MS, TRIM_LIMIT)

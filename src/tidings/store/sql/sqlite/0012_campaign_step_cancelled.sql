@@ -1,0 +1,9 @@
+-- How many schedules of each campaign step were cancelled (the campaign cancelled, or one
+-- recipient's remaining steps): counted in the transaction that deletes them, so the
+-- console's per-step progress can say "cancelled" once the schedules are gone.
+CREATE TABLE campaign_step_counts (
+    campaign  TEXT NOT NULL,
+    step      TEXT NOT NULL,
+    cancelled INTEGER NOT NULL,
+    PRIMARY KEY (campaign, step)
+);

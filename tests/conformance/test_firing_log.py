@@ -1,0 +1,77 @@
+"""The firing history (each schedule's last firings and their outcome) on every backend:
+written with the firing for queue targets, read newest first, trimmed after a day."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from tidings.client import Tidings
+from tidings.clock import FrozenClock
+from tidings.engine.bridge import Bridge
+from tidings.engine.dispatcher import Dispatcher
+from tidings.engine.firing_log import KEEP_MS, Outcome, outcome_row
+from tidings.engine.internal_queues import ensure_internal_queues
+from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
+
+
+def ms(text: str) -> int:
+    return int(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp() * 1000)
+
+
+@pytest.fixture
+def dispatcher(t: Tidings) -> Dispatcher:
+    ensure_internal_queues(t.queues)
+    return Dispatcher(t.schedules, t.queues, t.store, t.clock, t.notifier, Bridge(1))
+
+
+def test_queue_firings_are_recorded_with_their_outcome(t: Tidings, clock: FrozenClock,
+                                                       dispatcher: Dispatcher) -> None:
+    t.queues.create_queue("jobs")
+    clock.set(ms("2026-01-01T00:00:00"))
+    daily = t.schedules.create(ScheduleSpec(
+        "daily", "cron(0 0 * * ? *)",
+        Target(TargetKind.QUEUE, "jobs", retry_policy=RetryPolicy(maximum_event_age_s=3600))))
+    t.queues.create_queue("gone")
+    missing = t.schedules.create(ScheduleSpec(
+        "to-missing", "at(2026-01-01T00:00:00)", Target(TargetKind.QUEUE, "gone")))
+    t.queues.delete_queue("gone")
+    dispatcher.fire_due()
+    clock.set(ms("2026-01-02T00:00:01"))
+    dispatcher.fire_due()
+    clock.set(ms("2026-01-03T05:00:00"))  # 5 h late: older than its 1 h maximum age
+    dispatcher.fire_due()
+    got = t.firing_log.recent(daily.id)
+    assert [(f.occurrence, f.outcome, f.attempts) for f in got] == [
+        (ms("2026-01-03T00:00:00"), Outcome.SKIPPED, 0),
+        (ms("2026-01-02T00:00:00"), Outcome.DELIVERED, 1),
+        (ms("2026-01-01T00:00:00"), Outcome.DELIVERED, 1)]
+    assert got[1].at == ms("2026-01-02T00:00:01") and got[1].good and not got[0].good
+    # A queue that does not exist: handed to the delivery queue, whose outcome comes later.
+    assert t.firing_log.recent(missing.id) == []
+
+
+def test_recent_is_bounded_and_per_schedule(t: Tidings) -> None:
+    t.store.record_firings([outcome_row(7, i, 1000 + i, Outcome.DELIVERED) for i in range(15)]
+                           + [outcome_row(8, 0, 2000, Outcome.DROPPED, 3, "HTTP500: nope")])
+    got = t.firing_log.recent(7)
+    assert [f.occurrence for f in got] == list(range(14, 4, -1))  # the last 10, newest first
+    (other,) = t.firing_log.recent(8)
+    assert (other.outcome, other.attempts, other.detail) == ("dropped", 3, "HTTP500: nope")
+
+
+def test_trim_forgets_rows_older_than_a_day_in_bounded_steps(t: Tidings,
+                                                              clock: FrozenClock) -> None:
+    now = clock.now_ms()
+    old = [outcome_row(1, i, now - KEEP_MS - 1000 + i, Outcome.DELIVERED) for i in range(5)]
+    young = [outcome_row(1, 100 + i, now - 1000 + i, Outcome.DELIVERED) for i in range(3)]
+    t.store.record_firings(old + young)
+    assert t.store.trim_firings(now - KEEP_MS, 2) == 2  # at most the limit per call
+    assert t.firing_log.trim() == 3
+    assert t.firing_log.trim() == 0
+    assert [f.occurrence for f in t.firing_log.recent(1)] == [102, 101, 100]
+    clock.advance(KEEP_MS + 60_000)
+    assert t.firing_log.trim() == 3
+    assert t.firing_log.recent(1) == []
+    assert t.firing_log.trim() == 0  # an empty history
