@@ -26,7 +26,6 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 
-import httpx
 from _common import percentile, report  # noqa: I001  (first: see _common)
 
 from tidings.client import Tidings
@@ -97,6 +96,8 @@ def main() -> None:
         [sys.executable, "-m", "tidings", "serve", "--db", db, "--app", "delayedapp:app",
          "--port", str(port)], cwd=tmp, env=env, stdout=subprocess.DEVNULL,
         stderr=open(os.path.join(tmp, "serve.log"), "wb"))
+    import httpx  # here, after _common: httpx imports the stdlib email package
+
     try:
         deadline = time.monotonic() + 60
         while True:
