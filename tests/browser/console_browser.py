@@ -127,16 +127,20 @@ class Page:
     def click(self, css: str, *, confirm: bool = False) -> None:
         """Click what submits a form, and wait for the page it leads to (the old page is
         gone, the new one loaded): reading the old page's flash would be a race."""
-        from selenium.webdriver.support import expected_conditions
+        from selenium.common.exceptions import WebDriverException
 
         element = self.d.find_element(By.CSS_SELECTOR, css)
-        old = self.d.find_element(By.TAG_NAME, "html")
+        # A mark on the old document's window: gone once the new page is there. (Asking
+        # chromedriver whether the old <html> went stale can fail mid-navigation with an
+        # "unhandled inspector error" instead of answering.)
+        self.d.execute_script("window.__tidingsOldPage = true")
         element.click()
         if confirm:
             WebDriverWait(self.d, 10).until(lambda d: d.switch_to.alert).accept()
-        WebDriverWait(self.d, 30).until(expected_conditions.staleness_of(old))
-        WebDriverWait(self.d, 30).until(
-            lambda d: d.execute_script("return document.readyState") == "complete")
+        WebDriverWait(self.d, 30, ignored_exceptions=(WebDriverException,)).until(
+            lambda d: d.execute_script(
+                "return window.__tidingsOldPage === undefined"
+                " && document.readyState === 'complete'"))
 
     def flash(self) -> str:
         return str(self.d.find_element(By.CSS_SELECTOR, ".flash").text)
