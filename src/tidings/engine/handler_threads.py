@@ -44,15 +44,20 @@ class HandlerThreads:
         self._lock = threading.Lock()
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
-                         for i in range(count)]
-        for thread in self._threads:
-            thread.start()
+        self.name = name
+        # Started by the first submit: a consumer whose handlers are all async (the delivery
+        # and email consumers, with a concurrency of 128 on a mail node) never pays for them.
+        self._threads: list[threading.Thread] = []
 
     def submit(self, items: Sequence[tuple[Callable[[Any], Any], Any, Item]], done: Done,
                ) -> None:
         """Run each `fn(arg)`; `done(item, ok, value)` is called on this loop for each."""
         self._loop = asyncio.get_running_loop()
+        if not self._threads:
+            self._threads = [threading.Thread(target=self._work, name=f"{self.name}-{i}",
+                                              daemon=True) for i in range(self.count)]
+            for thread in self._threads:
+                thread.start()
         chunks = min(len(items), self.count)
         for i in range(chunks):
             self._chunks.put((items[i::chunks], done))
