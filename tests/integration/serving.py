@@ -41,3 +41,17 @@ def running_server(app: Any, *, startup_timeout_s: float = 10.0,
         server.should_exit = True
         thread.join(15)
         sock.close()
+
+
+def serve(db_url: str, **settings: Any) -> Iterator[str]:
+    """A node's HTTP app over `db_url` with these settings, for a fixture to `yield from`."""
+    from tidings.client import Tidings
+    from tidings.server.app import create_app
+    from tidings.settings import Settings
+
+    t = Tidings(settings=Settings(db=db_url, **settings))
+    try:
+        with running_server(create_app(t)) as url:
+            yield url
+    finally:
+        t.close()

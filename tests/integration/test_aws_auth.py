@@ -17,7 +17,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
-from serving import running_server
+from serving import serve
 
 from tidings.client import Tidings
 from tidings.errors import ValidationError
@@ -32,15 +32,6 @@ JSON_TYPE = "application/x-amz-json-1.0"
 def _no_aws_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-
-
-def serve(db_url: str, **settings: Any) -> Iterator[str]:
-    t = Tidings(settings=Settings(db=db_url, **settings))
-    try:
-        with running_server(create_app(t)) as url:
-            yield url
-    finally:
-        t.close()
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import boto3
@@ -17,7 +16,7 @@ import httpx
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from serving import running_server
+from serving import running_server, serve
 
 from tidings.client import Tidings
 from tidings.server.app import create_app
@@ -28,15 +27,6 @@ from tidings.server.limits import (
     SQS_MAX_BODY,
 )
 from tidings.settings import Settings
-
-
-def serve(db_url: str, **settings: Any) -> Iterator[str]:
-    t = Tidings(settings=Settings(db=db_url, **settings))
-    try:
-        with running_server(create_app(t)) as url:
-            yield url
-    finally:
-        t.close()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import running_server
+from serving import serve
 
 from tidings.client import Tidings
 from tidings.server.access import Access, Scope, hash_token, parse_tokens
@@ -28,15 +28,6 @@ TOKENS = f"read:{READ},operate:{OPERATE_TOKEN},admin:{ADMIN}"
 
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
-
-
-def serve(db_url: str, **settings: Any) -> Iterator[str]:
-    t = Tidings(settings=Settings(db=db_url, **settings))
-    try:
-        with running_server(create_app(t)) as url:
-            yield url
-    finally:
-        t.close()
 
 
 @pytest.fixture
