@@ -1,11 +1,12 @@
 """Consumers: your handlers, run by tidings itself (no worker fleet), at queue speed.
 
 One `Consumer` serves every queue an `App` handles. For each queue a poller receives as
-many messages as there are free handler slots plus a prefetch buffer, in one
-transaction, and reserves their job keys in one more; handlers run `concurrency` at once
-(sync ones on daemon threads, async ones on the loop); finished jobs are acknowledged in
-group commits (many messages' deletes and done records per transaction, each job only
-after its handler returned).
+many messages as there are free handler slots plus a prefetch buffer (sized by the
+handlers' pace), in one transaction, and reserves their job keys in one more; handlers run
+`concurrency` at once (sync ones on daemon threads, async ones on runner tasks of the
+loop, each pulling ready jobs one at a time); finished jobs are acknowledged in group
+commits (many messages' deletes and done records per transaction, gathered for at most a
+few ms, each job only after its handler returned).
 
 Guarantees (the README's "Jobs" paragraph says the same to users):
 - *Once per identity*: a job key (`tidings.engine.app.Job.key`) is reserved before its
@@ -33,7 +34,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from tidings.engine import metrics
 from tidings.engine.app import App, Job, PoisonMessage, Registration, parse_job
@@ -87,6 +88,11 @@ class QueueState:
 
 
 MAX_PREFETCH = 256
+PREFETCH_WINDOW_S = 0.1
+#: Group commits: an acknowledgement waits at most this long for others to join it, unless
+#: FLUSH_BATCH are already waiting or no other handler is running.
+FLUSH_LINGER_S = 0.002
+FLUSH_BATCH = 128
 EXTEND_AFTER = 1 / 3  # of the visibility timeout: when the heartbeat renews a lease
 
 
@@ -104,10 +110,23 @@ class Consumer:
         # short jobs runs at the store's speed, small enough to share a queue fairly. Capped:
         # beyond a few hundred held messages (high concurrency, e.g. email deliveries) the
         # batches are no faster, and each held message costs memory.
-        self.capacity = self.concurrency + (app.prefetch if app.prefetch is not None
-                                            else min(4 * self.concurrency, MAX_PREFETCH))
+        self.prefetch = (app.prefetch if app.prefetch is not None
+                         else min(4 * self.concurrency, MAX_PREFETCH))
+        self.capacity = self.concurrency + self.prefetch
         self.grace_s = grace_s
-        self.threads = HandlerThreads(self.concurrency, settled=self._start_ready)
+        self.threads = HandlerThreads(self.concurrency, self._handler_done,
+                                      settled=self._start_ready)
+        # Sync handlers run on `concurrency` threads and async ones on as many runner
+        # tasks, each pulling one job at a time: when all handlers are of one kind, that
+        # bounds how many run at once, and every held job can be handed over as soon as it
+        # is ready (no hop back to the loop per job). A mixed app could run `concurrency`
+        # of each kind, so there the loop counts.
+        kinds = {r.is_async for r in app.handlers.values()}
+        self._dispatch_limit = self.capacity if len(kinds) == 1 else self.concurrency
+        self._async_ready: deque[tuple[Work, Registration]] = deque()
+        self._runners = 0  # async runner tasks alive
+        self._taken_back: list[Work] = []
+        self._finished = 0  # held jobs whose handler returned, their outcome not yet written
         self._stopping = asyncio.Event()
         self._space = asyncio.Event()
         self._idle = asyncio.Event()
@@ -152,15 +171,20 @@ class Consumer:
     def stop(self) -> None:
         self._stopping.set()
         self._space.set()
+        # Jobs handed over but not taken by a thread have not started: they are given
+        # back, not run.
+        self._taken_back.extend(cast(list[Work], self.threads.take_back()))
 
     async def _poll(self, state: QueueState) -> None:
         backoff = Backoff()
         channel = queue_channel(state.record.id)
         notifier = self.queues.notifier
         while not self._stopping.is_set():
-            room = self.capacity - len(self._held)
+            # Jobs whose handler returned wait for a group commit: they leave room for
+            # the next batch (held still, for their heartbeat, until it is written).
+            room = self.capacity - len(self._held) + self._finished
             # Receive in batches: wait for half the room unless nothing is left to run.
-            if room <= 0 or (room < self.capacity // 2 and self._ready):
+            if room <= 0 or (room < self.capacity // 2 and self._unstarted()):
                 self._space.clear()
                 await self._space.wait()
                 continue
@@ -180,10 +204,26 @@ class Consumer:
             waiter.cancel()
             stopper.cancel()
 
+    def _unstarted(self) -> int:
+        return len(self._ready) + len(self._async_ready) + self.threads.waiting()
+
+    def _size_prefetch(self, ran: int, seconds: float) -> None:
+        """The default prefetch follows the handlers' pace: what they finish in
+        PREFETCH_WINDOW_S, at least 4 × concurrency, at most MAX_PREFETCH. Slow jobs keep a
+        small buffer (a job waiting here is one another node could have run); a stream
+        of short jobs is received and acknowledged in batches big enough that each
+        transaction's fixed cost is shared by hundreds of jobs."""
+        if self.app.prefetch is None and seconds > 0:
+            pace = int(ran / seconds * PREFETCH_WINDOW_S)
+            self.capacity = self.concurrency + max(self.prefetch, min(pace, MAX_PREFETCH))
+
     async def _heartbeat(self) -> None:
+        ran, then = self.handled + self.failed, time.monotonic()
         while True:
             await asyncio.sleep(0.25)
             now = time.monotonic()
+            self._size_prefetch(self.handled + self.failed - ran, now - then)
+            ran, then = self.handled + self.failed, now
             due: dict[int, list[Work]] = {}
             for work in list(self._held):
                 if work.queue.visibility_s > 1 and work.extend_at <= now:
@@ -303,35 +343,55 @@ class Consumer:
     # running ---------------------------------------------------------------------------
 
     def _start_ready(self) -> None:
+        if self._stopping.is_set():
+            return
+        ready = self._ready
         threaded = []
-        while self._ready and self._busy < self.concurrency and not self._stopping.is_set():
-            work = self._ready.popleft()
+        now = time.monotonic()
+        while ready and self._busy < self._dispatch_limit:
+            work = ready.popleft()
             assert work.job is not None
             reg = work.queue.registrations[work.job.type]
             self._busy += 1
-            self._idle.clear()
-            work.started = time.monotonic()
+            work.started = now
             if reg.is_async:
-                self._track(asyncio.ensure_future(self._run_async(work, reg)))
+                self._async_ready.append((work, reg))
             else:
                 threaded.append((reg.fn, work.job, work))
+        if self._busy:
+            self._idle.clear()
         if threaded:
-            self.threads.submit(threaded, self._handler_done)
+            self.threads.submit(threaded)
+        while self._async_ready and self._runners < min(len(self._async_ready),
+                                                         self.concurrency):
+            self._runners += 1
+            self._track(asyncio.ensure_future(self._run_async()))
 
     def _track(self, task: asyncio.Future[Any]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run_async(self, work: Work, reg: Registration) -> None:
-        assert work.job is not None
-        work.begun = True
+    async def _run_async(self) -> None:
+        """One of at most `concurrency` runners: async handlers one after another, with no
+        task per job."""
+        pending = self._async_ready
         try:
-            result = await reg.fn(work.job)
-        except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
-            self._handler_done(work, False, exc)
-        else:
-            self._handler_done(work, True, result)
-        self._start_ready()
+            while not self._stopping.is_set():
+                if not pending:
+                    self._start_ready()
+                    if not pending:
+                        return
+                work, reg = pending.popleft()
+                assert work.job is not None
+                work.begun = True
+                try:
+                    result = await reg.fn(work.job)
+                except Exception as exc:  # noqa: BLE001 - any handler failure is a retry
+                    self._handler_done(work, False, exc)
+                else:
+                    self._handler_done(work, True, result)
+        finally:
+            self._runners -= 1
 
     def _handler_done(self, work: Work, ok: bool, value: Any) -> None:
         """A handler returned or raised (on the loop, for sync handlers too)."""
@@ -355,6 +415,9 @@ class Consumer:
         state, job = work.queue, work.job
         assert job is not None
         if not work.skip:
+            self._finished += 1  # room for the next receive
+            if not self._space.is_set():
+                self._space.set()
             if ok:
                 self.handled += 1
                 state.to_ack.append(work)
@@ -375,6 +438,9 @@ class Consumer:
         """Write outcomes as they gather: acknowledgements with their done records, and
         failures with their backoff, each batch one transaction per queue."""
         while any(s.to_ack or s.to_fail for s in self._states):
+            if self._busy and sum(len(s.to_ack) for s in self._states) < FLUSH_BATCH:
+                # More handlers are about to return: a few ms buys a bigger commit.
+                await asyncio.sleep(FLUSH_LINGER_S)
             for state in self._states:
                 if state.to_ack:
                     works, state.to_ack = state.to_ack, []
@@ -404,6 +470,8 @@ class Consumer:
     async def _release(self, state: QueueState, works: list[Work]) -> None:
         keys = [w.key for w in works if w.key is not None]
         for w in works:
+            if w.handler_done:
+                self._finished -= 1
             self._let_go(w)
         for key in keys:
             if key in state.waiting:
@@ -441,7 +509,15 @@ class Consumer:
 
     async def _shutdown(self) -> None:
         waiting = [w for s in self._states for ws in s.waiting.values() for w in ws]
-        unstarted = list(self._ready) + waiting
+        handed = self._taken_back + [w for w, _ in self._async_ready]
+        self._taken_back = []
+        self._async_ready.clear()
+        for work in handed:  # handed over to run, never begun
+            work.started = 0.0
+            self._busy -= 1
+        if self._busy == 0:
+            self._idle.set()
+        unstarted = list(self._ready) + handed + waiting
         self._ready.clear()
         for state in self._states:
             state.waiting.clear()

@@ -1,26 +1,26 @@
 """Threads that run synchronous handlers, handing results back to the event loop.
 
 Why not `loop.run_in_executor`: a no-op job should cost microseconds, and the executor
-pays a future, a thread wake-up and a loop wake-up per job. Here the loop hands each
-thread a chunk of the jobs that are ready (one wake-up per chunk), and collects every
-result that finished since it last looked in one callback. At most one job per thread
-runs at a time, so `count` threads keep `count` handlers running at once.
+pays a future, a thread wake-up and a loop wake-up per job. Here the loop appends ready
+jobs to one shared deque that the threads pull from; a thread sleeps only when the deque
+is empty, so a steady stream of jobs costs no wake-up per job. A thread that takes a job
+and sees more waiting wakes one sleeping thread, so a slow handler never holds the jobs
+behind it while other threads idle. Results that finished since the loop last looked are
+collected in one callback. At most one job per thread runs at a time, so `count` threads
+keep at most `count` handlers running at once.
 
 The threads are daemons: at the shutdown deadline a job still running is given back and
-abandoned (never acknowledged), and the process does not wait for it; a job of a chunk
-that has not begun by then is skipped.
+abandoned (never acknowledged), and the process does not wait for it; jobs not yet taken
+by a thread are taken back (`take_back`), and one taken but not begun by then is skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
-
-_STOP = object()
 
 
 class Item(Protocol):
@@ -35,12 +35,16 @@ Settled = Callable[[], None]  # after a batch of results was handed over, on the
 
 
 class HandlerThreads:
-    def __init__(self, count: int, settled: Settled | None = None,
+    def __init__(self, count: int, done: Done, settled: Settled | None = None,
                  name: str = "tidings-job") -> None:
         self.count = count
+        self.done = done
         self.settled = settled
-        self._chunks: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._done: deque[tuple[Done, Any, bool, Any]] = deque()
+        self._pending: deque[tuple[Callable[[Any], Any], Any, Item]] = deque()
+        self._results: deque[tuple[Item, bool, Any]] = deque()
+        self._wake = threading.Condition(threading.Lock())
+        self._sleeping = 0  # threads waiting on _wake
+        self._closed = False
         self._lock = threading.Lock()
         self._scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -49,54 +53,86 @@ class HandlerThreads:
         # and email consumers, with a concurrency of 128 on a mail node) never pays for them.
         self._threads: list[threading.Thread] = []
 
-    def submit(self, items: Sequence[tuple[Callable[[Any], Any], Any, Item]], done: Done,
-               ) -> None:
+    def submit(self, items: Iterable[tuple[Callable[[Any], Any], Any, Item]]) -> None:
         """Run each `fn(arg)`; `done(item, ok, value)` is called on this loop for each."""
-        self._loop = asyncio.get_running_loop()
         if not self._threads:
+            self._loop = asyncio.get_running_loop()
             self._threads = [threading.Thread(target=self._work, name=f"{self.name}-{i}",
                                               daemon=True) for i in range(self.count)]
             for thread in self._threads:
                 thread.start()
-        chunks = min(len(items), self.count)
-        for i in range(chunks):
-            self._chunks.put((items[i::chunks], done))
+        self._pending.extend(items)
+        if self._sleeping:
+            with self._wake:
+                self._wake.notify()
+
+    def waiting(self) -> int:
+        """Jobs handed over that no thread has taken yet."""
+        return len(self._pending)
+
+    def take_back(self) -> list[Item]:
+        """Shutdown: the items no thread has taken yet, never to run here."""
+        taken = []
+        while True:
+            try:
+                taken.append(self._pending.popleft()[2])
+            except IndexError:
+                return taken
+
+    def _take(self) -> tuple[Callable[[Any], Any], Any, Item] | None:
+        pending = self._pending
+        while True:
+            try:
+                job = pending.popleft()
+            except IndexError:
+                # Checked again under the condition's lock: `submit` extends, then
+                # notifies under it, so a job added meanwhile is seen or wakes us.
+                with self._wake:
+                    while not pending:
+                        if self._closed:
+                            return None
+                        self._sleeping += 1
+                        self._wake.wait()
+                        self._sleeping -= 1
+                continue
+            if pending and self._sleeping:
+                with self._wake:
+                    self._wake.notify()
+            return job
 
     def _work(self) -> None:
-        while True:
-            chunk = self._chunks.get()
-            if chunk is _STOP:
-                return
-            items, done = chunk
-            for fn, arg, item in items:
-                if item.skip:
-                    continue
-                item.begun = True
+        while (job := self._take()) is not None:
+            fn, arg, item = job
+            if item.skip:
+                continue
+            item.begun = True
+            try:
+                outcome = (item, True, fn(arg))
+            except BaseException as exc:  # noqa: BLE001 - handed to the loop
+                outcome = (item, False, exc)
+            with self._lock:
+                self._results.append(outcome)
+                wake = not self._scheduled
+                self._scheduled = True
+            loop = self._loop
+            if wake and loop is not None and not loop.is_closed():
                 try:
-                    outcome = (done, item, True, fn(arg))
-                except BaseException as exc:  # noqa: BLE001 - handed to the loop
-                    outcome = (done, item, False, exc)
-                with self._lock:
-                    self._done.append(outcome)
-                    wake = not self._scheduled
-                    self._scheduled = True
-                loop = self._loop
-                if wake and loop is not None and not loop.is_closed():
-                    try:
-                        loop.call_soon_threadsafe(self._settle)
-                    except RuntimeError:  # the loop closed meanwhile: nobody listens
-                        return
+                    loop.call_soon_threadsafe(self._settle)
+                except RuntimeError:  # the loop closed meanwhile: nobody listens
+                    return
 
     def _settle(self) -> None:
         with self._lock:
-            done, self._done = self._done, deque()
+            results, self._results = self._results, deque()
             self._scheduled = False
-        for callback, item, ok, value in done:
-            callback(item, ok, value)
+        done = self.done
+        for item, ok, value in results:
+            done(item, ok, value)
         if self.settled is not None:
             self.settled()
 
     def close(self) -> None:
         """Let idle threads end; a thread still running a handler ends with the process."""
-        for _ in self._threads:
-            self._chunks.put(_STOP)
+        with self._wake:
+            self._closed = True
+            self._wake.notify_all()
