@@ -63,7 +63,8 @@ class Tidings:
         self.audit = AuditService(self.store, self.clock)
         self.schedule_search = ScheduleSearch(self.store, self.clock)
         self.campaign_views = CampaignViews(self.store, self.clock)
-        self.firing_log = FiringLog(self.store, self.clock)
+        self.firing_log = FiringLog(self.store, self.clock,
+                                    keep_ms=self.settings.firing_history_s * 1000)
 
     @property
     def database_url(self) -> str:

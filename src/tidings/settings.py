@@ -53,6 +53,8 @@ class Settings:
     sweep_interval_s: float = _setting(5.0, "Seconds between maintenance sweeps.", above=0)
     job_memory_s: int = _setting(14 * 24 * 3600, "Seconds a finished job id is remembered "
                                  "(a job runs to success at most once within it).", low=0)
+    firing_history_s: int = _setting(86_400, "Seconds the firing history (each schedule's "
+                                     "last firings, on the console) is kept.", low=60)
     region: str = _setting("us-east-1", "AWS region shown in queue URLs and ARNs.")
     account_id: str = _setting("000000000000", "AWS account id shown in queue URLs and ARNs.")
     public_url: str | None = _setting(None, "How clients reach this node, for queue URLs and "

@@ -1,8 +1,10 @@
 """The firing history (each schedule's last firings and their outcome) on every backend:
-written with the firing for queue targets, read newest first, trimmed after a day."""
+written with the firing for queue targets (not for one that deletes its schedule), read
+newest first, trimmed after `TIDINGS_FIRING_HISTORY_S` (a day by default)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 import pytest
@@ -11,9 +13,17 @@ from tidings.client import Tidings
 from tidings.clock import FrozenClock
 from tidings.engine.bridge import Bridge
 from tidings.engine.dispatcher import Dispatcher
-from tidings.engine.firing_log import KEEP_MS, Outcome, outcome_row
+from tidings.engine.firing_log import KEEP_MS, TRIM_STEP, FiringLog, Outcome, outcome_row
 from tidings.engine.internal_queues import ensure_internal_queues
-from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
+from tidings.engine.sweeper import Sweeper
+from tidings.model.schedules import (
+    ActionAfterCompletion,
+    RetryPolicy,
+    ScheduleSpec,
+    Target,
+    TargetKind,
+)
+from tidings.settings import Settings
 
 
 def ms(text: str) -> int:
@@ -75,3 +85,52 @@ def test_trim_forgets_rows_older_than_a_day_in_bounded_steps(t: Tidings,
     assert t.firing_log.trim() == 3
     assert t.firing_log.recent(1) == []
     assert t.firing_log.trim() == 0  # an empty history
+
+
+def test_a_firing_that_deletes_its_schedule_writes_no_history(t: Tidings, clock: FrozenClock,
+                                                              dispatcher: Dispatcher) -> None:
+    t.queues.create_queue("jobs")
+    clock.set(ms("2026-01-01T00:00:00"))
+    target = Target(TargetKind.QUEUE, "jobs")
+    gone = t.schedules.create(ScheduleSpec(
+        "once-and-gone", "at(2026-01-01T00:00:00)", target,
+        action_after_completion=ActionAfterCompletion.DELETE))
+    kept = t.schedules.create(ScheduleSpec("once", "at(2026-01-01T00:00:00)", target))
+    assert dispatcher.fire_due() == 2
+    assert t.queues.describe("jobs").counts.visible == 2
+    assert t.firing_log.recent(gone.id) == []
+    assert [f.outcome for f in t.firing_log.recent(kept.id)] == [Outcome.DELIVERED]
+    assert t.store.trim_firings(clock.now_ms() + 1, 10) == 1  # the only row: kept's
+
+
+def test_the_history_keeps_what_the_setting_says_in_short_steps(db_url: str,
+                                                                clock: FrozenClock) -> None:
+    with Tidings(settings=Settings(db=db_url, firing_history_s=3600), clock=clock) as t:
+        now = clock.now_ms()
+        rows = [outcome_row(1, i, now - 3_600_000 - 10_000, Outcome.DELIVERED)
+                for i in range(TRIM_STEP + 5)]
+        t.store.record_firings([*rows, outcome_row(1, -1, now - 3_500_000, Outcome.DELIVERED)])
+        assert t.firing_log.trim() == TRIM_STEP  # one step at a time
+        assert t.firing_log.trim() == 5
+        assert [f.occurrence for f in t.firing_log.recent(1)] == [-1]
+        assert FiringLog(t.store, clock).keep_ms == KEEP_MS  # the default: a day
+
+
+def test_a_sweeper_pass_trims_in_several_short_transactions(t: Tidings,
+                                                            clock: FrozenClock) -> None:
+    old = clock.now_ms() - KEEP_MS - 1000
+    t.store.record_firings([outcome_row(1, i, old, Outcome.DELIVERED)
+                            for i in range(2 * TRIM_STEP + 3)])
+    calls: list[int] = []
+    log = t.firing_log
+    trim = log.trim
+
+    def counted() -> int:
+        calls.append(n := trim())
+        return n
+
+    log.trim = counted  # type: ignore[method-assign]
+    sweeper = Sweeper(t.queues, Bridge(1), interval_s=5, job_memory_s=60, firings=log)
+    asyncio.run(sweeper._trim_firings(log))
+    assert calls == [TRIM_STEP, TRIM_STEP, 3]
+    assert t.firing_log.recent(1) == []

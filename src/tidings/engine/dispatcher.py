@@ -201,9 +201,12 @@ class Dispatcher:
         in_target = bool(messages) and target_queue is not None \
             and messages[0].queue_id == target_queue.id
         # The firing history: what this firing's outcome is, when it is known now (a
-        # delivery through the delivery queue records its own when it ends).
+        # delivery through the delivery queue records its own when it ends); none for a
+        # firing that deletes its schedule, whose history no page could show.
         outcome = None
-        if not fired:
+        if delete:
+            pass
+        elif not fired:
             outcome = outcome_row(s.id, fire_at, now, Outcome.SKIPPED, 0,
                                   "older than the maximum event age")
         elif in_target:  # the usual case: a plain tuple, built without NamedTuple's __new__

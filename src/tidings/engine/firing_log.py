@@ -4,9 +4,12 @@ kind, shown on the console's schedule page.
 A queue target's outcome is known when the dispatcher fires it, so its row is written in
 the firing's own transaction (one statement per batch). A webhook's, function's or
 email's outcome is known only when its delivery ends (delivered, suppressed, or given up
-after its retries), so the delivery path records it then. Rows older than `KEEP_MS` are
-deleted by the sweeper, a bounded number per pass, so the table holds about a day of
-firings whatever the rate.
+after its retries), so the delivery path records it then. A firing that deletes its
+schedule (a one-shot whose action after completion is DELETE) writes no row: no page can
+show it, and such one-shots are the high-volume case. Rows older than
+`TIDINGS_FIRING_HISTORY_S` (a day by default) are deleted by the sweeper, oldest first, in
+short transactions (`TRIM_STEP` rows each, so no firing waits long behind one), so the
+table holds that long a span of firings whatever the rate.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from enum import StrEnum
 from tidings.clock import Clock
 from tidings.store.base import FiringOutcome, Store
 
-KEEP_MS = 86_400_000  # a day of history
+KEEP_MS = 86_400_000  # a day of history (TIDINGS_FIRING_HISTORY_S)
+TRIM_STEP = 2_000  # rows deleted per transaction at most
 TRIM_LIMIT = 50_000  # rows deleted per sweeper pass at most
 SHOWN = 10
 
@@ -50,9 +54,10 @@ def outcome_row(schedule_id: int, occurrence: int, at: int, outcome: Outcome,
 
 
 class FiringLog:
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Store, clock: Clock, keep_ms: int = KEEP_MS) -> None:
         self.store = store
         self.clock = clock
+        self.keep_ms = keep_ms
 
     def record(self, schedule_id: int, occurrence: int, outcome: Outcome, attempts: int,
                detail: str | None = None) -> None:
@@ -64,6 +69,6 @@ class FiringLog:
         return [FiringRecord(r.occurrence, r.at, r.outcome, r.attempts, r.detail)
                 for r in self.store.recent_firings(schedule_id, limit)]
 
-    def trim(self) -> int:
-        """Forget rows older than a day (at most `TRIM_LIMIT` per call)."""
-        return self.store.trim_firings(self.clock.now_ms() - KEEP_MS, TRIM_LIMIT)
+    def trim(self, limit: int = TRIM_STEP) -> int:
+        """Forget rows older than the history keeps (at most `limit`, in one transaction)."""
+        return self.store.trim_firings(self.clock.now_ms() - self.keep_ms, limit)

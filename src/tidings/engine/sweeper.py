@@ -11,7 +11,7 @@ import time
 from tidings.engine import metrics
 from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
-from tidings.engine.firing_log import FiringLog
+from tidings.engine.firing_log import TRIM_LIMIT, TRIM_STEP, FiringLog
 from tidings.engine.internal_queues import EMAIL_QUEUE, backlog
 from tidings.engine.queues import QueueService
 from tidings.errors import StoreUnavailable
@@ -45,8 +45,8 @@ class Sweeper:
                 metrics.EMAIL_WAITING.set(await self.bridge.run(backlog, self.queues,
                                                                 EMAIL_QUEUE))
                 moved = await self.bridge.run(self.queues._advance_move_tasks, now - last)
-                if self.firings is not None:  # the firing history keeps about a day
-                    await self.bridge.run(self.firings.trim)
+                if self.firings is not None:
+                    await self._trim_firings(self.firings)
                 if now >= reclaim_at:
                     reclaim_at = now + RECLAIM_EVERY_S
                     if await self._reclaim() and not warned:
@@ -66,6 +66,16 @@ class Sweeper:
                 await asyncio.wait_for(self._stopping.wait(), min(self.interval_s, 1.0))
             except TimeoutError:
                 pass
+
+    async def _trim_firings(self, firings: FiringLog) -> None:
+        """The history's old rows, `TRIM_STEP` per transaction: between two of them the
+        dispatcher and the senders get the (SQLite: only) writer."""
+        done = 0
+        while done < TRIM_LIMIT and not self._stopping.is_set():
+            n = await self.bridge.run(firings.trim)
+            done += n
+            if n < TRIM_STEP:
+                break
 
     async def _reclaim(self) -> bool:
         """Maintenance that must not stop the node: a refused VACUUM (say, a role that
