@@ -91,12 +91,11 @@ class Dispatcher:
             seen = self.notifier.version(SCHEDULES_CHANNEL)
             try:
                 limit = self._limit
-                n = await self.bridge.run(self.fire_due, limit)
+                n, nxt = await self.bridge.run(self._fire_and_peek, limit)
                 if n >= limit:
                     self._limit = min(limit * 2, self.batch)
                     continue  # more may be due right now
                 self._limit = self.first_batch
-                nxt = await self.bridge.run(self.store.next_due_at)
                 backoff.reset()
             except StoreUnavailable as exc:
                 await backoff.wait(log, "dispatcher", exc, self._stopping)
@@ -115,6 +114,12 @@ class Dispatcher:
         self._stopping.set()
 
     # one pass -----------------------------------------------------------------------------
+
+    def _fire_and_peek(self, limit: int) -> tuple[int, int | None]:
+        """One pass and, when it emptied what was due, the next due instant: one hop to
+        the store thread instead of two."""
+        n = self.fire_due(limit)
+        return n, (self.store.next_due_at() if n < limit else None)
 
     def fire_due(self, limit: int | None = None) -> int:
         """Claim, plan and complete one batch (of at most `limit`, default `batch`);
@@ -173,7 +178,6 @@ class Dispatcher:
 
     def _plan(self, s: Schedule, token: int, batch: _Batch) -> _PlannedFiring:
         spec, now = s.spec, batch.now
-        trigger = schedule_trigger(spec, s.created_at)
         occurrence = s.next_fire_at
         assert occurrence is not None  # a claimed row has one (CHECK constraint)
         window = spec.flexible_window_minutes
@@ -182,7 +186,9 @@ class Dispatcher:
             return at + flex_offset_ms(spec.group, spec.name, at, window)
 
         fire_at = occurrence
-        if trigger.recurring:
+        # A one-shot's only occurrence is the one claimed: its at() needs no parsing here.
+        if not spec.expression.startswith("at("):
+            trigger = schedule_trigger(spec, s.created_at)
             steps = 0
             nxt = trigger.next_fire_after(fire_at)
             while nxt is not None and due_of(nxt) <= now and steps < MAX_CATCH_UP_STEPS:

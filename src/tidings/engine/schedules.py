@@ -60,6 +60,10 @@ def trigger_for(expression: str, timezone: str, start_ms: int | None, end_ms: in
 
 
 def schedule_trigger(spec: ScheduleSpec, created_at: int) -> Trigger:
+    if spec.expression.startswith("at("):
+        # Each one-shot has its own instant: caching it would only push out the shared
+        # crons and rates (and parsing an at() in UTC costs less than the cache lookup).
+        return parse_expression(spec.expression, spec.timezone)
     anchor = created_at if spec.start_ms is None else None
     if not spec.expression.startswith("rate("):
         anchor = None  # keeps the cache shared across schedules created at other times

@@ -54,13 +54,17 @@ class RetryPolicy:
                     " seconds")
 
 
+DEFAULT_RETRY_POLICY = RetryPolicy()
+
+
 @dataclass(frozen=True)
 class Target:
     kind: TargetKind
     destination: str  # queue name, webhook URL, function name, or "" for email
     input: str | None = None
     message_group_id: str | None = None
-    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    # One shared default (frozen): a Target made one call at a time checks it only once.
+    retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY
     dead_letter_queue: str | None = None
     role_arn: str | None = None
     options: dict[str, Any] = field(default_factory=dict)  # webhook/email specifics
@@ -79,9 +83,10 @@ class Target:
             raise ValidationError("Target.Arn", "a webhook target is an http:// or https:// URL")
         if self.input is not None and not 1 <= len(self.input) <= MAX_INPUT_CHARS:
             raise ValidationError("Target.Input", f"must be 1-{MAX_INPUT_CHARS} characters")
-        timeout = self.options.get("timeout_s")
-        if timeout is not None:
-            check_range("Target.timeout_s", timeout, 1, 300, " seconds")
+        if self.options:
+            timeout = self.options.get("timeout_s")
+            if timeout is not None:
+                check_range("Target.timeout_s", timeout, 1, 300, " seconds")
 
     # Named constructors: what a Python user writes (`tidings.Target.queue("jobs", {...})`).
     # An input that is not a string is sent as its JSON text.
@@ -122,7 +127,8 @@ class Target:
             value = getattr(self, key)
             if value is not None:
                 doc[key] = value
-        if self.retry_policy != RetryPolicy():
+        if self.retry_policy is not DEFAULT_RETRY_POLICY \
+                and self.retry_policy != DEFAULT_RETRY_POLICY:
             doc["retry_policy"] = {
                 "maximum_retry_attempts": self.retry_policy.maximum_retry_attempts,
                 "maximum_event_age_s": self.retry_policy.maximum_event_age_s}
@@ -137,7 +143,7 @@ class Target:
             kind=TargetKind(doc["kind"]), destination=doc.get("destination", ""),
             input=doc.get("input"), message_group_id=doc.get("message_group_id"),
             retry_policy=RetryPolicy(rp["maximum_retry_attempts"], rp["maximum_event_age_s"])
-            if rp else RetryPolicy(),
+            if rp else DEFAULT_RETRY_POLICY,
             dead_letter_queue=doc.get("dead_letter_queue"), role_arn=doc.get("role_arn"),
             options=dict(doc.get("options") or {}), arn=doc.get("arn"))
 
@@ -208,7 +214,9 @@ def at_expression(when: datetime, field_name: str = "at") -> str:
     """`at(…)` for an aware datetime, in UTC, to the millisecond (read it with timezone
     "UTC"); a naive datetime is ambiguous, so refused."""
     ms = to_ms(when, field_name)
-    text = from_ms(ms).strftime("%Y-%m-%dT%H:%M:%S")
+    u = from_ms(ms)  # fields formatted by hand: strftime is several times slower
+    text = (f"{u.year:04d}-{u.month:02d}-{u.day:02d}T"
+            f"{u.hour:02d}:{u.minute:02d}:{u.second:02d}")
     return f"at({text}.{ms % 1000:03d})" if ms % 1000 else f"at({text})"
 
 
@@ -276,5 +284,9 @@ class ScheduleRow(NamedTuple):
     modified_at: int
 
 
+#: json.dumps with these options would build a new encoder on every call.
+_encode_target = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
+
+
 def target_text(target: Target) -> str:
-    return json.dumps(target.to_json(), separators=(",", ":"), sort_keys=True)
+    return _encode_target(target.to_json())

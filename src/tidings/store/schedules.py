@@ -98,10 +98,14 @@ class SqlSchedules(SqlBase):
 
     def create_schedule(self, row: NewSchedule, now: int, connection: Any = None,
                         ) -> Schedule | None:
-        (staged,) = schedule_rows([row], now)
+        s = row.spec  # ScheduleRow's columns, then the group again: one plain tuple
+        params = (s.group, s.name, s.state.value, s.expression, s.timezone, s.start_ms,
+                  s.end_ms, s.flexible_window_minutes, target_text(s.target),
+                  s.action_after_completion.value, s.description, s.client_token,
+                  row.next_fire_at, row.due_at, now, now, s.group)
         with (self.driver.auto() if connection is None
               else self.driver.borrow(connection)) as conn:
-            made = conn.execute(self.q["create_schedule"], (*staged, staged.group)).fetchone()
+            made = conn.execute(self.q["create_schedule"], params).fetchone()
             if made is not None and row.due_at is not None:
                 self.driver.notify(conn, SCHEDULES_CHANNEL)
         if made is None:

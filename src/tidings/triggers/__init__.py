@@ -9,7 +9,7 @@ in `at.py`, `rate.py`, `parse.py` (cron syntax) and `cron.py` (cron evaluation a
 from __future__ import annotations
 
 from tidings.errors import ValidationError
-from tidings.triggers.at import AtTrigger, parse_at
+from tidings.triggers.at import UTC, AtTrigger, parse_at
 from tidings.triggers.base import (
     EXPRESSION_FIELD,
     MAX_EXPRESSION_LENGTH,
@@ -59,7 +59,7 @@ def parse_expression(
     ValidationError("ScheduleExpressionTimezone", ...) for an unknown zone.
     """
     _check_length(expression)
-    zone = resolve_zone(timezone)
+    zone = UTC if timezone == "UTC" else resolve_zone(timezone)
     if expression.startswith("at("):
         return parse_at(expression, zone)
     if expression.startswith("rate("):

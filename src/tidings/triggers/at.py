@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, tzinfo
+from zoneinfo import ZoneInfo
 
 from tidings.triggers.base import invalid, offset_seconds, wall_to_ms
 
 _AT = re.compile(r"at\(([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})"
                  r"(?:\.([0-9]{1,3}))?\)")
+#: The zone of the Python API's one-shots: `parse_expression` passes this very object, so
+#: `is` finds it without a lookup (the IANA name list is built on first use, ~40 ms).
+UTC = ZoneInfo("UTC")
 
 
 class AtTrigger:
@@ -49,6 +53,14 @@ def parse_at(expression: str, zone: tzinfo) -> AtTrigger:
                       "with at most milliseconds after the seconds")
     year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
     millis = int((m.group(7) or "0").ljust(3, "0"))
+    if zone is UTC and hour < 24 and minute < 60 and second < 60:
+        # No offset to look up (the Python API's one-shots, created one call at a time);
+        # wall_to_ms still refuses a day the calendar lacks.
+        try:
+            return AtTrigger(wall_to_ms(year, month, day, hour, minute, second, 0) + millis)
+        except ValueError:
+            raise invalid(expression, "the date and time do not exist in the calendar")\
+                from None
     try:
         local = datetime(year, month, day, hour, minute, second, tzinfo=zone)
     except ValueError:
