@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from tidings.engine.queues import QueueService
 from tidings.errors import QueueNotFound
@@ -32,10 +33,10 @@ _tokens = random.Random()
 MAX_BATCH = 256
 
 
-@dataclass(frozen=True)
-class Held:
+class Held(NamedTuple):
     """A received message and the receipt that proves the hold on it (consumers never
-    need a signed receipt handle: the receipt stays in this process)."""
+    need a signed receipt handle: the receipt stays in this process). A tuple: one is
+    made per job."""
 
     message: StoredMessage
     receipt: Receipt
