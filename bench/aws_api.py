@@ -8,7 +8,10 @@ boto3's own per-call overhead would dominate the figure, so it is not used here)
 1. single SendMessage requests/s;
 2. ReceiveMessage (1 message) + DeleteMessage pairs/s;
 3. SendMessageBatch of 10: messages/s.
-Final line: {"send_req_per_s", "receive_delete_req_per_s", "batch_msgs_per_s"}.
+Final line: {"send_req_per_s", "receive_delete_req_per_s", "batch_msgs_per_s"}, each phase's
+request latencies (`*_p50_ms`, `*_p99_ms`; a pair's is its two calls together) and the
+server's CPU seconds per 10,000 requests, pairs or messages (`*_cpu_s_per_10k`, from
+/proc: a figure that holds on a loaded machine, where the rates do not).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import tempfile
 import time
 from typing import Any
 
-from _common import report  # noqa: E402
+from _common import percentile, report  # noqa: E402
 
 
 class Conn:
@@ -56,20 +59,43 @@ class Conn:
         return json.loads(payload) if payload else {}
 
 
-async def phase(conns: list[Conn], seconds: float, step: Any) -> int:
-    """Run `step(conn)` on every connection until `seconds` pass; count what it returns."""
-    deadline = time.perf_counter() + seconds
+def cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of process `pid` so far (0 where /proc is missing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except (OSError, TypeError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def phase(conns: list[Conn], seconds: float, step: Any, name: str, pid: int | None,
+                figures: dict[str, Any]) -> float:
+    """Run `step(conn)` on every connection until `seconds` pass; the rate of what it
+    returns per second. Adds the phase's latencies and server CPU to `figures`."""
     counts = [0] * len(conns)
+    latencies: list[float] = []
+    cpu_before = cpu_s(pid)
+    start = time.perf_counter()
+    deadline = start + seconds
 
     async def worker(i: int) -> None:
-        while time.perf_counter() < deadline:
+        while (t0 := time.perf_counter()) < deadline:
             counts[i] += await step(conns[i])
+            latencies.append(time.perf_counter() - t0)
 
     await asyncio.gather(*(worker(i) for i in range(len(conns))))
-    return sum(counts)
+    elapsed, done = time.perf_counter() - start, sum(counts)
+    latencies.sort()
+    figures[f"{name}_p50_ms"] = round(percentile(latencies, 50) * 1000, 2)
+    figures[f"{name}_p99_ms"] = round(percentile(latencies, 99) * 1000, 2)
+    if pid is not None and done:
+        figures[f"{name}_cpu_s_per_10k"] = round((cpu_s(pid) - cpu_before) / done * 10_000, 2)
+    return done / elapsed
 
 
-async def run(port: int, seconds: float, concurrency: int) -> dict[str, Any]:
+async def run(port: int, seconds: float, concurrency: int,
+              pid: int | None = None) -> dict[str, Any]:
     conns = [await Conn.open(port) for _ in range(concurrency)]
     url = (await conns[0].call("CreateQueue", {"QueueName": "bench"}))["QueueUrl"]
     body = json.dumps({"type": "invoice.generate", "id": "12345678"})
@@ -90,20 +116,15 @@ async def run(port: int, seconds: float, concurrency: int) -> dict[str, Any]:
         await c.call("SendMessageBatch", {"QueueUrl": url, "Entries": entries})
         return 10
 
-    start = time.perf_counter()
-    sent = await phase(conns, seconds, send)
-    send_rate = sent / (time.perf_counter() - start)
-    start = time.perf_counter()
-    pairs = await phase(conns, seconds, receive_delete)
-    rd_rate = pairs / (time.perf_counter() - start)
-    start = time.perf_counter()
-    batched = await phase(conns, seconds, send_batch)
-    batch_rate = batched / (time.perf_counter() - start)
+    details: dict[str, Any] = {}
+    send_rate = await phase(conns, seconds, send, "send", pid, details)
+    rd_rate = await phase(conns, seconds, receive_delete, "receive_delete", pid, details)
+    batch_rate = await phase(conns, seconds, send_batch, "batch", pid, details)
     for c in conns:
         c.writer.close()
     return {"send_req_per_s": round(send_rate), "receive_delete_req_per_s": round(rd_rate),
-            "batch_msgs_per_s": round(batch_rate), "concurrency": concurrency,
-            "seconds_per_phase": seconds}
+            "batch_msgs_per_s": round(batch_rate), **details, "concurrency": concurrency,
+            "seconds_per_phase": seconds, "load_average": round(os.getloadavg()[0], 2)}
 
 
 def main() -> None:
@@ -131,7 +152,7 @@ def main() -> None:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise SystemExit("tidings serve did not start") from None
                 time.sleep(0.1)
-        figures = asyncio.run(run(port, args.seconds, args.concurrency))
+        figures = asyncio.run(run(port, args.seconds, args.concurrency, server.pid))
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -74,7 +74,7 @@ class Node:
                  serve_consumers: bool = True, idle_poll_s: float = IDLE_POLL_S) -> None:
         self.t = t
         self.settings = settings
-        self.bridge = Bridge(t.max_concurrency)
+        self.bridge = Bridge.for_store(t.store)
         self.coalescer = Coalescer(t.queues, self.bridge,
                                   max_long_polls=settings.max_long_polls)
         self.services: list[Service] = [

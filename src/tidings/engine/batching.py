@@ -24,14 +24,18 @@ Res = TypeVar("Res")
 class Batcher(Generic[K, Req, Res]):
     """`write(key, requests)` runs on the store's thread and returns, for each request, its
     result or the exception that request alone failed with; an exception it raises fails
-    the whole group alike. Requests of different keys go to separate calls."""
+    the whole group alike. Requests of different keys go to separate calls.
+
+    `short`: each group is a short store call (`Bridge.run_short`: on the loop's thread
+    when the store allows it)."""
 
     def __init__(self, bridge: Bridge,
                  write: Callable[[K, Sequence[Req]], Sequence[Res | BaseException]],
-                 max_batch: int = 1000) -> None:
+                 max_batch: int = 1000, *, short: bool = False) -> None:
         self.bridge = bridge
         self.write = write
         self.max_batch = max_batch
+        self._run = bridge.run_short if short else bridge.run
         self._pending: dict[K, list[tuple[Req, asyncio.Future[Res]]]] = {}
         self._worker: asyncio.Task[None] | None = None
 
@@ -58,7 +62,7 @@ class Batcher(Generic[K, Req, Res]):
             else:
                 del self._pending[key]
             try:
-                results = await self.bridge.run(self.write, key, [r for r, _ in batch])
+                results = await self._run(self.write, key, [r for r, _ in batch])
             except BaseException as exc:  # noqa: BLE001 - every waiter gets the failure
                 for _, future in batch:
                     if not future.done():

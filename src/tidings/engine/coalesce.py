@@ -39,11 +39,13 @@ class Coalescer:
         self.max_long_polls = max_long_polls
         self.long_polls = 0
         self._sends: Batcher[tuple[str, int | None], OutgoingMessage, SendResult] = Batcher(
-            bridge, lambda key, msgs: queues.send_group(key[0], msgs, max_delay_s=key[1]))
-        self._deletes: Batcher[str, str, bool] = Batcher(bridge, queues.delete_group)
+            bridge, lambda key, msgs: queues.send_group(key[0], msgs, max_delay_s=key[1]),
+            short=True)
+        self._deletes: Batcher[str, str, bool] = Batcher(bridge, queues.delete_group,
+                                                         short=True)
         self._receives: Batcher[tuple[int, int | None], tuple[QueueRecord, int],
                                 list[ReceivedMessage]] = Batcher(
-            bridge, self._receive_group, max_batch=RECEIVE_GROUP)
+            bridge, self._receive_group, max_batch=RECEIVE_GROUP, short=True)
 
     async def send(self, queue: str, message: OutgoingMessage, *,
                    max_delay_s: int | None = None) -> SendResult:
@@ -97,7 +99,7 @@ class Coalescer:
     async def _look(self, record: QueueRecord, n: int, visibility_s: int | None,
                     ) -> list[ReceivedMessage]:
         if record.attributes.fifo:
-            got: list[ReceivedMessage] = await self.bridge.run(
+            got: list[ReceivedMessage] = await self.bridge.run_short(
                 self.queues._receive_step, record, n, visibility_s)
             return got
         return await self._receives.submit((record.id, visibility_s), (record, n))

@@ -58,7 +58,7 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
     (default: from the settings) says which bearer tokens the native API takes.
     """
     owned = bridge is None
-    the_bridge = bridge if bridge is not None else Bridge(t.max_concurrency)
+    the_bridge = bridge if bridge is not None else Bridge.for_store(t.store)
     group_commit = coalescer if coalescer is not None else Coalescer(
         t.queues, the_bridge, max_long_polls=t.settings.max_long_polls)
 

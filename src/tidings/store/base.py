@@ -37,6 +37,7 @@ from tidings.model.schedules import (
     ScheduleSpec,
 )
 from tidings.model.states import CampaignStatus, DeliveryState, MoveTaskStatus
+from tidings.store.driver import ConnectionLock
 
 # queues ------------------------------------------------------------------------------------
 
@@ -105,6 +106,8 @@ class QueueStore(Protocol):
 
     url: str
     max_concurrency: int
+    #: `Driver.inline_lock`: set where one connection serves every call (SQLite).
+    inline_lock: ConnectionLock | None
 
     def close(self) -> None: ...
 

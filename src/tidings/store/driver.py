@@ -23,10 +23,21 @@ Row = tuple[Any, ...]
 Conn: TypeAlias = Any
 
 
+class ConnectionLock(Protocol):
+    """What `Driver.inline_lock` is: a lock that can be tried without waiting."""
+
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+    def release(self) -> None: ...
+
+
 class Driver(Protocol):
     name: str  # "sqlite" or "postgres": which `sql/<name>/` folder its SQL comes from
     url: str
     max_concurrency: int
+    #: Held while the driver's one connection is in use (SQLite); None where calls take a
+    #: connection from a pool (PostgreSQL). Whoever takes it without waiting may run a
+    #: short store call on its own thread: the event loop then skips a thread hop.
+    inline_lock: ConnectionLock | None
 
     @property
     def queries(self) -> Mapping[str, str]: ...

@@ -10,7 +10,7 @@ from tidings.model.messages import NewMessage, encode_attributes
 from tidings.model.queues import FIFO_DEDUP_WINDOW_MS
 from tidings.notify.base import queue_channel
 from tidings.store.base import StoredSend
-from tidings.store.driver import Conn, Driver, Row
+from tidings.store.driver import Conn, ConnectionLock, Driver, Row
 
 #: Advisory-lock keys (PostgreSQL; no-ops on SQLite, whose writes are serial anyway).
 FIFO_RECEIVE_LOCK = 7133001 << 32  # + queue id: the "nothing of this group in flight" check
@@ -34,6 +34,7 @@ class SqlBase:
         self.q = driver.queries
         self.url = driver.url
         self.max_concurrency = driver.max_concurrency
+        self.inline_lock: ConnectionLock | None = driver.inline_lock
 
     def close(self) -> None:
         self.driver.close()

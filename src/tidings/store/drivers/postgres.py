@@ -23,7 +23,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from tidings.errors import StoreUnavailable, ValidationError
-from tidings.store.driver import Row
+from tidings.store.driver import ConnectionLock, Row
 from tidings.store.migrate import migrate
 from tidings.store.sqlfiles import queries
 
@@ -43,6 +43,8 @@ class PostgresDriver:
     def __init__(self, url: str, *, now: int, pool_size: int = 8) -> None:
         self.url = url
         self.max_concurrency = pool_size
+        # A pool: every call may wait on the network, so none runs on the caller's thread.
+        self.inline_lock: ConnectionLock | None = None
         self.queries = queries(self.name)
         self._home: tuple[str, str] | None = None  # (schema, database) of tidings' tables
         try:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tidings.errors import StoreUnavailable, ValidationError
-from tidings.store.driver import Row
+from tidings.store.driver import ConnectionLock, Row
 from tidings.store.migrate import migrate
 from tidings.store.sqlfiles import queries
 
@@ -47,6 +47,7 @@ class SQLiteDriver:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        self.inline_lock: ConnectionLock | None = self._lock
         try:
             self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
                                          timeout=30.0)
