@@ -160,7 +160,8 @@ class App:
     queue: str = "jobs"
     concurrency: int | None = None  # default: Settings.concurrency
     # Received ahead of free slots. Default: what the handlers finish in 0.1 s, at least
-    # 4 × concurrency, at most 256 (short jobs are received and acknowledged in big batches).
+    # 4 × concurrency (at most 256), at most 512 (short jobs are received and acknowledged
+    # in big batches).
     prefetch: int | None = None
     retry_base_s: float = 1.0
     retry_max_s: float = 900.0

@@ -41,7 +41,7 @@ from tidings.engine.app import App, Job, PoisonMessage, Registration, parse_job
 from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
 from tidings.engine.handler_threads import HandlerThreads
-from tidings.engine.jobs import Failure, Held, Jobs
+from tidings.engine.jobs import MAX_BATCH, Failure, Held, Jobs
 from tidings.engine.queues import QueueService
 from tidings.errors import StoreUnavailable, TidingsError
 from tidings.model.queues import QueueRecord
@@ -88,6 +88,7 @@ class QueueState:
 
 
 MAX_PREFETCH = 256
+PACED_PREFETCH = 2 * MAX_BATCH
 PREFETCH_WINDOW_S = 0.1
 #: Group commits: an acknowledgement waits at most this long for others to join it, unless
 #: FLUSH_BATCH are already waiting or no other handler is running.
@@ -209,13 +210,18 @@ class Consumer:
 
     def _size_prefetch(self, ran: int, seconds: float) -> None:
         """The default prefetch follows the handlers' pace: what they finish in
-        PREFETCH_WINDOW_S, at least 4 × concurrency, at most MAX_PREFETCH. Slow jobs keep a
-        small buffer (a job waiting here is one another node could have run); a stream
+        PREFETCH_WINDOW_S, at least 4 × concurrency, at most PACED_PREFETCH. Slow jobs keep
+        a small buffer (a job waiting here is one another node could have run); a stream
         of short jobs is received and acknowledged in batches big enough that each
-        transaction's fixed cost is shared by hundreds of jobs."""
+        transaction's fixed cost (a WAL flush on PostgreSQL) is shared by hundreds of jobs.
+        The poller receives once half the room is free, so twice the largest receive
+        (MAX_BATCH) keeps each receive full."""
         if self.app.prefetch is None and seconds > 0:
-            pace = int(ran / seconds * PREFETCH_WINDOW_S)
-            self.capacity = self.concurrency + max(self.prefetch, min(pace, MAX_PREFETCH))
+            pace = min(int(ran / seconds * PREFETCH_WINDOW_S), PACED_PREFETCH)
+            # Grows at once, shrinks gently: one slow quarter-second (a stalled database,
+            # a busy machine) does not halve the batches that follow.
+            current = self.capacity - self.concurrency
+            self.capacity = self.concurrency + max(self.prefetch, pace, current * 3 // 4)
 
     async def _heartbeat(self) -> None:
         ran, then = self.handled + self.failed, time.monotonic()
