@@ -9,7 +9,6 @@ restart needed.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import secrets
@@ -44,6 +43,7 @@ from tidings.model.email import (
     bare_address,
     normalise_address,
 )
+from tidings.model.paging import page_after, page_token
 from tidings.model.queues import check_range
 from tidings.model.schedules import Target, TargetKind
 from tidings.notify.base import queue_channel
@@ -97,19 +97,6 @@ class Resent:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (delivery id, why)
 
 
-def _page_token(value: str) -> str:
-    return base64.urlsafe_b64encode(value.encode()).decode()
-
-
-def _page_after(token: str | None) -> str | None:
-    if not token:
-        return None
-    try:
-        return base64.urlsafe_b64decode(token.encode()).decode()
-    except (ValueError, UnicodeDecodeError):
-        raise ValidationError("NextToken", "is not a token this API returned") from None
-
-
 class EmailService:
     def __init__(self, store: Store, clock: Clock, queues: QueueService,
                  settings: Settings) -> None:
@@ -148,10 +135,10 @@ class EmailService:
     def list_templates(self, *, limit: int = 100, next_token: str | None = None,
                        ) -> tuple[list[StoredTemplate], str | None]:
         check_range("PageSize", limit, 1, 1000)
-        rows = self.store.list_templates(_page_after(next_token), limit + 1)
+        rows = self.store.list_templates(page_after(next_token), limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        return rows, (_page_token(rows[-1].name) if more else None)
+        return rows, (page_token(rows[-1].name) if more else None)
 
     def delete_template(self, name: str) -> None:
         self.store.delete_template(name)
@@ -228,10 +215,10 @@ class EmailService:
                           next_token: str | None = None) -> tuple[list[Suppression], str | None]:
         check_range("PageSize", limit, 1, 1000)
         why = reason_of(reason) if reason else None
-        rows = self.store.list_suppressions(why, _page_after(next_token), limit + 1)
+        rows = self.store.list_suppressions(why, page_after(next_token), limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        return rows, (_page_token(rows[-1].address) if more else None)
+        return rows, (page_token(rows[-1].address) if more else None)
 
     def scan_suppressions(self, reason: SuppressionReason | None, after: str | None,
                           limit: int) -> list[Suppression]:
@@ -400,13 +387,12 @@ class EmailService:
             raise ValidationError("state", "must be one of " + ", ".join(DeliveryState))\
                 from None
         before = None
-        if next_token:
-            after = _page_after(next_token)
-            if after is None or not after.isdigit():
+        if (after := page_after(next_token)) is not None:
+            if not after.isdigit():
                 raise ValidationError("NextToken", "is not a token this API returned")
             before = int(after)
         who = normalise_address(recipient) if recipient else None
         rows = self.store.list_deliveries(who, wanted, before, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        return rows, (_page_token(str(rows[-1].seq)) if more else None)
+        return rows, (page_token(str(rows[-1].seq)) if more else None)

@@ -7,7 +7,6 @@ async flavour (`receive_async`) sharing one step function, so neither busy-polls
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -39,6 +38,7 @@ from tidings.model.messages import (
     prepare,
     validate_batch_ids,
 )
+from tidings.model.paging import page_after, page_token
 from tidings.model.queues import (
     MAX_MESSAGE_BYTES,
     MAX_RETENTION_S,
@@ -114,11 +114,11 @@ class QueueService(Receiving, Redrive):
     def list_queues(self, prefix: str = "", *, limit: int = 1000,
                     next_token: str | None = None) -> tuple[list[QueueRecord], str | None]:
         limit = check_range("MaxResults", limit, 1, 1000)
-        after = _decode_token(next_token) if next_token else None
+        after = page_after(next_token)
         records = self.store.list_queues(prefix, after, limit + 1)
         more = len(records) > limit
         records = records[:limit]
-        return records, (_encode_token(records[-1].name) if more and records else None)
+        return records, (page_token(records[-1].name) if more and records else None)
 
     def update_queue(self, name: str, **changes: Any) -> QueueRecord:
         record = self.store.get_queue(name)
@@ -186,8 +186,8 @@ class QueueService(Receiving, Redrive):
         check_range("MaxResults", limit, 1, 1000)
         record = self.store.get_queue(name)
         after = None
-        if next_token:
-            visible, _, row = _decode_token(next_token).partition(":")
+        if (key := page_after(next_token)) is not None:
+            visible, _, row = key.partition(":")
             if not (visible.lstrip("-").isdigit() and row.isdigit()):
                 raise ValidationError("NextToken", "is not a token this API returned")
             after = (int(visible), int(row))
@@ -199,7 +199,7 @@ class QueueService(Receiving, Redrive):
             for p in rows[:limit]]
         more = len(rows) > limit
         last = rows[limit - 1] if more else None
-        return views, (_encode_token(f"{last.visible_at}:{last.row_id}") if last else None)
+        return views, (page_token(f"{last.visible_at}:{last.row_id}") if last else None)
 
     # sending ---------------------------------------------------------------------------------
 
@@ -330,17 +330,6 @@ def json_body(body: Any) -> str:
     except (TypeError, ValueError):
         raise ValidationError("MessageBody", "must be a string or a JSON-serialisable value, "
                               f"not {type(body).__name__}") from None
-
-
-def _encode_token(name: str) -> str:
-    return base64.urlsafe_b64encode(name.encode()).decode()
-
-
-def _decode_token(token: str) -> str:
-    try:
-        return base64.urlsafe_b64decode(token.encode()).decode()
-    except (ValueError, UnicodeDecodeError):
-        raise ValidationError("NextToken", "is not a token this API returned") from None
 
 
 __all__ = ["QueueService", "BatchFailure", "QueueInfo", "MAX_RETENTION_S"]

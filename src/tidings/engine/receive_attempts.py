@@ -13,24 +13,18 @@ timeout runs out, exactly as if no attempt id had been given.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from tidings.errors import ValidationError
-from tidings.model.messages import ReceivedMessage
+from tidings.model.messages import ReceivedMessage, check_token
 
 ATTEMPT_WINDOW_MS = 5 * 60 * 1000
 MAX_REMEMBERED = 10_000  # bounds memory whatever callers do; the oldest go first
-_ATTEMPT_ID = re.compile(r"^[\x21-\x7e]{1,128}$")  # SQS: 1-128 alphanumerics and punctuation
 
 
 def check_attempt_id(value: object) -> str:
-    if not isinstance(value, str) or not _ATTEMPT_ID.match(value):
-        raise ValidationError("ReceiveRequestAttemptId",
-                              "must be 1-128 characters of letters, digits and punctuation")
-    return value
+    return check_token("ReceiveRequestAttemptId", value)
 
 
 @dataclass(frozen=True)

@@ -210,7 +210,7 @@ def prepare(
                                   "per-message delay is not allowed on a FIFO queue")
         if not group_id:
             raise ValidationError("MessageGroupId", "is required for a FIFO queue")
-        _check_token("MessageGroupId", group_id)
+        check_token("MessageGroupId", group_id)
         if dedup_id is None:
             if not content_based_dedup:
                 raise ValidationError("MessageDeduplicationId",
@@ -218,11 +218,11 @@ def prepare(
             import hashlib
 
             dedup_id = hashlib.sha256(msg.body.encode()).hexdigest()
-        _check_token("MessageDeduplicationId", dedup_id)
+        check_token("MessageDeduplicationId", dedup_id)
     elif dedup_id is not None:
         raise ValidationError("MessageDeduplicationId", "is only valid for FIFO queues")
     elif group_id is not None:
-        _check_token("MessageGroupId", group_id)  # SQS allows it on standard queues (fair queues)
+        check_token("MessageGroupId", group_id)  # SQS allows it on standard queues (fair queues)
     attrs = dict(msg.attributes) or None
     return NewMessage(
         message_id=new_message_id(),
@@ -239,10 +239,13 @@ def prepare(
     )
 
 
-def _check_token(field_name: str, value: str) -> None:
+def check_token(field_name: str, value: object) -> str:
+    """An SQS id a caller chooses (group, deduplication, receive attempt): 1-128 printable
+    ASCII characters."""
     if not isinstance(value, str) or not _ID_RE.match(value):
         raise ValidationError(field_name,
                               "must be 1-128 characters of letters, digits and punctuation")
+    return value
 
 
 def encode_attributes(attrs: Mapping[str, MessageAttributeValue] | None) -> str | None:

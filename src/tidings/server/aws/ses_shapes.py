@@ -27,6 +27,7 @@ from tidings.email.suppression import reason_of
 from tidings.email.templates import RenderedEmail, parse_template_data
 from tidings.errors import ValidationError
 from tidings.model.email import EmailMessage, StoredTemplate, Suppression, SuppressionReason
+from tidings.model.paging import page_token
 
 Doc = dict[str, Any]
 
@@ -91,10 +92,6 @@ def time_in(name: str, raw: str | None) -> int | None:
     return round(when.timestamp() * 1000)
 
 
-def _token(address: str) -> str:
-    return base64.urlsafe_b64encode(address.encode()).decode()
-
-
 def _after(token: str | None) -> str | None:
     if not token:
         return None
@@ -130,7 +127,7 @@ def page_suppressions(email: EmailService, reasons: frozenset[SuppressionReason]
         after = rows[-1].address
     more = len(found) > limit
     found = found[:limit]
-    return found, (_token(found[-1].address) if more else None)
+    return found, (page_token(found[-1].address) if more else None)
 
 
 def rendered_mime(rendered: RenderedEmail, now_ms: int, message_id: str) -> str:
