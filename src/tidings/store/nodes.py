@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tidings.model.nodes import NodeRecord, TakenCount
 from tidings.model.schedules import Schedule, ScheduleKey
 from tidings.store import rows
@@ -39,10 +41,7 @@ class SqlNodes(SqlBase):
 
     def schedules_by_due(self, start_ms: int, end_ms: int, after: tuple[int, int] | None,
                          limit: int) -> list[Schedule]:
-        after_due, after_id = after or (start_ms - 1, 0)
-        found = self._all("schedules_by_due", {
-            "lo": max(start_ms, after_due), "hi": end_ms, "after_due": after_due,
-            "after_id": after_id, "limit": limit})
+        found = self._due_page("schedules_by_due", start_ms, end_ms, after, limit)
         return [rows.schedule(r) for r in found]
 
     def schedule_keys(self, group: str | None, prefix: str, after: tuple[str, str] | None,
@@ -63,11 +62,17 @@ class SqlNodes(SqlBase):
 
     def due_schedule_keys(self, start_ms: int, end_ms: int, after: tuple[int, int] | None,
                           limit: int) -> list[ScheduleKey]:
+        found = self._due_page("due_schedule_keys", start_ms, end_ms, after, limit)
+        return [ScheduleKey(*r) for r in found]
+
+    def _due_page(self, query: str, start_ms: int, end_ms: int,
+                  after: tuple[int, int] | None, limit: int) -> list[Any]:
+        """Rows due from `start_ms` to `end_ms`, in (due_at, id) order after the last key
+        of the previous page."""
         after_due, after_id = after or (start_ms - 1, 0)
-        found = self._all("due_schedule_keys", {
+        return self._all(query, {
             "lo": max(start_ms, after_due), "hi": end_ms, "after_due": after_due,
             "after_id": after_id, "limit": limit})
-        return [ScheduleKey(*r) for r in found]
 
     def schedule_state_counts_by_prefix(self, group: str, prefix: str) -> dict[str, int]:
         lo, hi = rows.prefix_range(prefix)

@@ -106,6 +106,9 @@ class TimeTravel:
         self._loop = asyncio.new_event_loop()
         self._previous: Tidings | None = None
         t = self.tidings
+        # The services a test drives, as on a Tidings.
+        self.queues, self.schedules, self.email = t.queues, t.schedules, t.email
+        self.campaigns = t.campaigns
         ensure_internal_queues(t.queues)
         email = EmailDelivery(t.email, self._bridge, self.settings, relay=self.relay)
         self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret(),
@@ -138,22 +141,6 @@ class TimeTravel:
 
     def queue(self, name: str) -> QueueView:
         return QueueView(self.tidings, name)
-
-    @property
-    def queues(self) -> Any:
-        return self.tidings.queues
-
-    @property
-    def schedules(self) -> Any:
-        return self.tidings.schedules
-
-    @property
-    def email(self) -> Any:
-        return self.tidings.email
-
-    @property
-    def campaigns(self) -> Any:
-        return self.tidings.campaigns
 
     # moving time -----------------------------------------------------------------------
 

@@ -83,22 +83,20 @@ class SchedulerApi:
     def routes(self) -> list[Route]:
         """Separate routes per method: Starlette falls through to the one whose method
         matches, and answers 405 only when none does."""
-        table: list[tuple[str, str, Operation]] = [
-            ("/schedules", "GET", self.list_schedules),
-            ("/schedules/{Name}", "POST", self.create_schedule),
-            ("/schedules/{Name}", "GET", self.get_schedule),
-            ("/schedules/{Name}", "PUT", self.update_schedule),
-            ("/schedules/{Name}", "DELETE", self.delete_schedule),
-            ("/schedule-groups", "GET", self.list_groups),
-            ("/schedule-groups/{Name}", "POST", self.create_group),
-            ("/schedule-groups/{Name}", "GET", self.get_group),
-            ("/schedule-groups/{Name}", "DELETE", self.delete_group),
+        table: dict[str, dict[str, Operation]] = {
+            "/schedules": {"GET": self.list_schedules},
+            "/schedules/{Name}": {
+                "POST": self.create_schedule, "GET": self.get_schedule,
+                "PUT": self.update_schedule, "DELETE": self.delete_schedule},
+            "/schedule-groups": {"GET": self.list_groups},
+            "/schedule-groups/{Name}": {
+                "POST": self.create_group, "GET": self.get_group, "DELETE": self.delete_group},
             # An ARN holds '/' (schedule-group/name), which arrives decoded in the path.
-            ("/tags/{ResourceArn:path}", "POST", self.tag_resource),
-            ("/tags/{ResourceArn:path}", "GET", self.list_tags),
-            ("/tags/{ResourceArn:path}", "DELETE", self.untag_resource),
-        ]
-        return [Route(path, self._endpoint(op), methods=[method]) for path, method, op in table]
+            "/tags/{ResourceArn:path}": {
+                "POST": self.tag_resource, "GET": self.list_tags, "DELETE": self.untag_resource},
+        }
+        return [Route(path, self._endpoint(op), methods=[method])
+                for path, ops in table.items() for method, op in ops.items()]
 
     def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
         op_name = op.__name__
