@@ -148,17 +148,19 @@ def _planner(opts: FanoutOptions, steps: Sequence[Step], now: int) -> Planner:
     return Planner(steps, on=on, time=time_, **common)
 
 
+@dataclass(eq=False)
 class _Run:
     """One fan-out run: turns rows into the store's schedule rows."""
 
-    def __init__(self, service: ScheduleService, opts: FanoutOptions, steps: Sequence[Step],
-                 planner: Planner, errors: IO[str] | None, summary: FanoutSummary) -> None:
-        self.service = service
-        self.opts = opts
-        self.steps = steps
-        self.planner = planner
-        self.errors = errors
-        self.s = summary
+    service: ScheduleService
+    opts: FanoutOptions
+    steps: Sequence[Step]
+    planner: Planner
+    errors: IO[str] | None
+    s: FanoutSummary
+
+    def __post_init__(self) -> None:
+        opts, steps = self.opts, self.steps
         # Every row is valid by construction: the parts shared by a step are made once.
         for step in steps:  # the same checks a ScheduleSpec makes, once per step
             ScheduleSpec(name=step.name + "-x", expression="at(2000-01-01T00:00:00)",

@@ -15,7 +15,7 @@ import os
 import secrets
 import socket
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from tidings.clock import Clock
@@ -113,23 +113,25 @@ def take_counts(store: Store, now: int) -> None:
         store.put_console_count(name, json.dumps(value), now)
 
 
+@dataclass(eq=False)
 class Heartbeat:
     """The service that writes this node's row every `interval_s` and the console's counts
     every `counts_every_s`."""
 
-    def __init__(self, store: Store, clock: Clock, bridge: Bridge, version: str, *,
-                 interval_s: float = HEARTBEAT_S, counts_every_s: float = COUNTS_EVERY_S,
-                 first_counts_s: float = FIRST_COUNTS_S) -> None:
-        self.store = store
-        self.clock = clock
-        self.bridge = bridge
-        self.interval_s = interval_s
-        self.counts_every_s = counts_every_s
-        self.first_counts_s = first_counts_s
-        now = clock.now_ms()
+    store: Store
+    clock: Clock
+    bridge: Bridge
+    version: str
+    _: KW_ONLY
+    interval_s: float = HEARTBEAT_S
+    counts_every_s: float = COUNTS_EVERY_S
+    first_counts_s: float = FIRST_COUNTS_S
+
+    def __post_init__(self) -> None:
+        now = self.clock.now_ms()
         self.record = NodeRecord(
             id=secrets.token_hex(8), host=socket.gethostname(), pid=os.getpid(),
-            version=version, started_at=now, seen_at=now, activity="{}")
+            version=self.version, started_at=now, seen_at=now, activity="{}")
         self.activity = Activity()
         self._last = _totals()
         self._stopping = asyncio.Event()

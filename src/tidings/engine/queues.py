@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -79,16 +79,17 @@ class QueueInfo:
         return self.record.name
 
 
+@dataclass(eq=False)
 class QueueService(Receiving, Redrive):
-    def __init__(self, store: Store, clock: Clock, notifier: Notifier, signer: ReceiptSigner,
-                 *, arn_prefix: str = "arn:aws:sqs:us-east-1:000000000000",
-                 fallback_poll_s: float = CROSS_PROCESS_POLL_S) -> None:
-        self.store = store
-        self.clock = clock
-        self.notifier = notifier
-        self.signer = signer
-        self.arn_prefix = arn_prefix
-        self.fallback_poll_s = fallback_poll_s
+    store: Store
+    clock: Clock
+    notifier: Notifier
+    signer: ReceiptSigner
+    _: KW_ONLY
+    arn_prefix: str = "arn:aws:sqs:us-east-1:000000000000"
+    fallback_poll_s: float = CROSS_PROCESS_POLL_S
+
+    def __post_init__(self) -> None:
         self._queue_cache: dict[str, tuple[float, QueueRecord]] = {}
         self._names: dict[int, str | None] = {}  # queue id → name, for DLQ sources
         self.attempts = ReceiveAttempts()
