@@ -62,18 +62,29 @@ def target_of(text: str) -> Target:
     return Target.from_json(json.loads(text))
 
 
+_STATES = {s.value: s for s in ScheduleState}
+_ACTIONS = {a.value: a for a in ActionAfterCompletion}
+
+
 def schedule(row: Row) -> Schedule:
+    """Built like `stored_message`, without the frozen dataclasses' `__init__` (20 guarded
+    `setattr`s): the dispatcher builds one per claimed schedule. Every field of both
+    classes is set here (tests/unit/store/test_schedule_rows.py compares with `__init__`'s)."""
     (schedule_id, group, name, state, expression, timezone, start_ms, end_ms, flex, target,
      action, description, client_token, next_fire_at, due_at, last_fired_at, created_at,
      modified_at) = row
-    spec = ScheduleSpec(
-        name=name, group=group, state=ScheduleState(state), expression=expression,
-        timezone=timezone, start_ms=start_ms, end_ms=end_ms, flexible_window_minutes=flex,
-        target=target_of(target), action_after_completion=ActionAfterCompletion(action),
-        description=description, client_token=client_token)
-    return Schedule(spec=spec, id=schedule_id, next_fire_at=next_fire_at, due_at=due_at,
-                    last_fired_at=last_fired_at, created_at=created_at,
-                    modified_at=modified_at)
+    spec = _new(ScheduleSpec)
+    _set(spec, "__dict__", {
+        "name": name, "expression": expression, "target": target_of(target), "group": group,
+        "timezone": timezone, "start_ms": start_ms, "end_ms": end_ms,
+        "state": _STATES[state], "flexible_window_minutes": flex,
+        "action_after_completion": _ACTIONS[action], "description": description,
+        "client_token": client_token, "kms_key_arn": None})
+    made = _new(Schedule)
+    _set(made, "__dict__", {
+        "spec": spec, "id": schedule_id, "next_fire_at": next_fire_at, "due_at": due_at,
+        "last_fired_at": last_fired_at, "created_at": created_at, "modified_at": modified_at})
+    return made
 
 
 def schedule_group(row: Row) -> ScheduleGroup:

@@ -51,8 +51,10 @@ def parse_at(expression: str, zone: tzinfo) -> AtTrigger:
     if m is None:
         raise invalid(expression, "a one-time schedule must be at(yyyy-mm-ddThh:mm:ss), "
                       "with at most milliseconds after the seconds")
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-    millis = int((m.group(7) or "0").ljust(3, "0"))
+    e = expression  # fixed positions once the pattern matched: slices beat m.groups()
+    year, month, day = int(e[3:7]), int(e[8:10]), int(e[11:13])
+    hour, minute, second = int(e[14:16]), int(e[17:19]), int(e[20:22])
+    millis = int(e[23:-1].ljust(3, "0")) if len(e) > 23 else 0
     if zone is UTC and hour < 24 and minute < 60 and second < 60:
         # No offset to look up (the Python API's one-shots, created one call at a time);
         # wall_to_ms still refuses a day the calendar lacks.
