@@ -39,7 +39,8 @@ class ReceiptSigner:
         self._secret = secret
 
     def _tag(self, payload: bytes) -> bytes:
-        return hmac.new(self._secret, payload, hashlib.sha256).digest()[:_TAG_BYTES]
+        # hmac.digest: the one-shot C path, a third of the cost of an HMAC object.
+        return hmac.digest(self._secret, payload, hashlib.sha256)[:_TAG_BYTES]
 
     def sign(self, queue_id: int, row_id: int, lease_token: int, received_at: int = 0) -> str:
         payload = _LAYOUT.pack(queue_id, row_id, lease_token, received_at)

@@ -105,17 +105,18 @@ class SqsEndpoint:
                 raise SqsError("InvalidAction", f"The action {action or '(none)'} is not valid "
                                "for this endpoint.")
             grant = self.auth.grant(akid)
-            names = sqs_names(req)
+            audited = action in SQS_AUDITED
+            names = sqs_names(req) if grant.prefixes is not None or audited else []
             if grant.prefixes is not None:
                 if action in SQS_UNNAMED:
                     raise AccessDenied(f"User: {akid} is not authorized to perform: "
                                        f"sqs:{action}: the key is limited to name prefixes")
                 self.auth.check_names(akid, action, names)
             result = await handler(Call(self.t, self.bridge, self.coalescer, self.naming,
-                                        self._base(scope)), req)
+                                        scope), req)
             if grant.prefixes is not None:
                 result = filter_sqs_listing(result, grant.allows_name)
-            if action in SQS_AUDITED:
+            if audited:
                 await self.bridge.run(self.t.audit.record, akid or "anonymous", "sqs",
                                       f"sqs:{action}", ",".join(names) or "-")
         except SigV4Error as exc:
@@ -149,19 +150,6 @@ class SqsEndpoint:
         if queue and not req.get("QueueUrl"):
             req["QueueUrl"] = queue  # the queue URL was the request's own path
         return req
-
-    def _base(self, scope: Scope) -> str:
-        if self.naming.public_url:
-            return self.naming.base_url("http", None)
-        host = None
-        for key, value in scope["headers"]:
-            if key == b"host":
-                host = value.decode("latin-1")
-                break
-        if host is None and scope.get("server"):
-            server_host, port = scope["server"]
-            host = f"{server_host}:{port}"
-        return self.naming.base_url(str(scope.get("scheme", "http")), host)
 
     async def _error(self, send: Send, err: SqsError, is_json: bool, request_id: str) -> None:
         if is_json:

@@ -35,16 +35,32 @@ from tidings.server.aws.sqs_protocol import (
 
 @dataclass(frozen=True)
 class Call:
-    """One request's context: the services, how URLs are named, and its base URL."""
+    """One request's context: the services, how URLs are named, and its ASGI scope (for
+    the base URL, worked out only by the few actions that answer with a queue URL)."""
 
     t: Tidings
     bridge: Bridge
     coalescer: Coalescer
     naming: Naming
-    base: str
+    scope: Mapping[str, Any]
 
     def url(self, name: str) -> str:
-        return self.naming.queue_url(self.base, name)
+        return self.naming.queue_url(base_url(self.naming, self.scope), name)
+
+
+def base_url(naming: Naming, scope: Mapping[str, Any]) -> str:
+    """Where the request was sent: the public URL if one is set, else its Host header."""
+    if naming.public_url:
+        return naming.base_url("http", None)
+    host = None
+    for key, value in scope["headers"]:
+        if key == b"host":
+            host = value.decode("latin-1")
+            break
+    if host is None and scope.get("server"):
+        server_host, port = scope["server"]
+        host = f"{server_host}:{port}"
+    return naming.base_url(str(scope.get("scheme", "http")), host)
 
 
 Result = dict[str, Any] | None

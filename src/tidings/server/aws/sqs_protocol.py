@@ -122,8 +122,12 @@ def from_tidings(exc: TidingsError, action: str) -> SqsError:
 # --- JSON protocol -----------------------------------------------------------------------
 
 
+#: One encoder for every answer: `json.dumps` with separators builds a new one per call.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def json_body(doc: dict[str, Any] | None) -> bytes:
-    return json.dumps(doc or {}, separators=(",", ":")).encode()
+    return _encode(doc or {}).encode()
 
 
 def json_error(err: SqsError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
