@@ -75,14 +75,15 @@ class VisibilityChange:
     error: str | None = None  # recorded on the message (a consumer's failure reason)
 
 
-@dataclass(frozen=True)
-class JobAck:
+class JobAck(NamedTuple):
+    """A finished job's acknowledgement: its message's receipt and its job key. A tuple,
+    like JobLease: a consumer makes one per job."""
+
     receipt: Receipt
     job_id: str
 
 
-@dataclass(frozen=True)
-class JobLease:
+class JobLease(NamedTuple):
     """A consumer's hold on a job key while its handler runs: the receipt's lease token."""
 
     job_key: str
