@@ -31,6 +31,7 @@ from tidings.cli.output import (
     emit_json,
     fail,
     line,
+    report,
     stderr,
     table,
     tidings,
@@ -47,6 +48,8 @@ app = typer.Typer(help="Campaigns made by fan-out: status, pause, resume, cancel
 
 CampaignArg = Annotated[str, typer.Argument(help="Campaign name (its schedule group).",
                                             show_default=False)]
+RecipientArg = Annotated[str, typer.Argument(help="The recipient's id in the fan-out.",
+                                             show_default=False)]
 
 
 def _print_view(view: CampaignView, as_json: bool) -> None:
@@ -96,8 +99,7 @@ app.command("cancel")(_acting(
 @app.command("cancel-recipient")
 def cancel_recipient(
     name: CampaignArg,
-    recipient_id: Annotated[str, typer.Argument(help="The recipient's id in the fan-out.",
-                                                show_default=False)],
+    recipient_id: RecipientArg,
     db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
 ) -> None:
     """Delete one recipient's remaining steps (e.g. they converted)."""
@@ -106,17 +108,14 @@ def cancel_recipient(
     if not removed:
         raise fail(f"recipient {recipient_id!r} has no pending step in campaign {name!r} (an "
                    "unknown id, or every step already fired)", EXIT_FAILURE)
-    if as_json:
-        emit_json({"campaign": name, "recipient": recipient_id, "removed": removed})
-    else:
-        line(f"removed {removed} pending step(s) of {recipient_id} in {name}")
+    report(as_json, {"campaign": name, "recipient": recipient_id, "removed": removed},
+           f"removed {removed} pending step(s) of {recipient_id} in {name}")
 
 
 @app.command("show")
 def show_recipient(
     name: CampaignArg,
-    recipient_id: Annotated[str, typer.Argument(help="The recipient's id in the fan-out.",
-                                                show_default=False)],
+    recipient_id: RecipientArg,
     db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
 ) -> None:
     """One recipient's steps: when each pending one fires and what each fired one

@@ -15,11 +15,13 @@ from tidings.cli.output import (
     DEFAULT_DB,
     DbOption,
     JsonOption,
+    all_pages,
     emit_json,
     errors_handled,
     fail,
     instant_option,
     line,
+    report,
     table,
     tidings,
 )
@@ -90,12 +92,8 @@ def template_get(name: Name, db: DbOption = DEFAULT_DB, as_json: JsonOption = Fa
 @templates_app.command("list")
 def template_list(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
     with tidings(db) as t:
-        docs, token = [], None
-        while True:
-            rows, token = t.email.list_templates(limit=1000, next_token=token)
-            docs += [template_json(r) for r in rows]
-            if token is None:
-                break
+        docs = [template_json(r) for r in all_pages(
+            lambda token: t.email.list_templates(limit=1000, next_token=token))]
     if as_json:
         emit_json(docs)
     else:
@@ -162,10 +160,8 @@ def send(
                            template_data=parse_template_data(data) if template else {},
                            subject=subject, text=_read(text), html=_read(html))
         delivery = t.email.send(msg)
-    if as_json:
-        emit_json(delivery_json(delivery))
-    else:
-        line(f"queued {delivery.id} (Message-ID <{delivery.message_id}>)")
+    report(as_json, delivery_json(delivery),
+           f"queued {delivery.id} (Message-ID <{delivery.message_id}>)")
 
 
 @app.command("status")
@@ -174,10 +170,7 @@ def email_status(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None
     retry)."""
     with tidings(db) as t:
         waiting = t.email.waiting()
-    if as_json:
-        emit_json({"waiting": waiting})
-    else:
-        line(f"{waiting} emails waiting to be sent")
+    report(as_json, {"waiting": waiting}, f"{waiting} emails waiting to be sent")
 
 
 @app.command("resend")
@@ -265,13 +258,9 @@ def suppress_list(
     as_json: JsonOption = False,
 ) -> None:
     with tidings(db) as t:
-        docs, token = [], None
-        while True:
-            rows, token = t.email.list_suppressions(reason=reason, limit=1000,
-                                                    next_token=token)
-            docs += [suppression_json(s) for s in rows]
-            if token is None:
-                break
+        docs = [suppression_json(s) for s in all_pages(
+            lambda token: t.email.list_suppressions(reason=reason, limit=1000,
+                                                    next_token=token))]
     if as_json:
         emit_json(docs)
     else:

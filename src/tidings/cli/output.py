@@ -112,3 +112,11 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any
 
 def line(text: str) -> None:
     stdout.print(text, markup=False, highlight=False)
+
+
+def report(as_json: bool, doc: Any, text: str) -> None:
+    """A command's outcome: `doc` as the JSON document with --json, else `text` for people."""
+    if as_json:
+        emit_json(doc)
+    else:
+        line(text)

@@ -16,6 +16,7 @@ from tidings.cli.output import (
     emit_json,
     instant_option,
     line,
+    report,
     table,
     tidings,
 )
@@ -47,7 +48,10 @@ def _describe(t: Tidings, name: str) -> dict[str, Any]:
     return queue_json(info.record, info.counts)
 
 
-def _print_queue(doc: dict[str, Any]) -> None:
+def _print_queue(doc: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        emit_json(doc)
+        return
     attrs = doc["attributes"]
     rows: list[tuple[str, Any]] = [("name", doc["name"]), ("fifo", doc["fifo"])]
     rows += [(k, _attr_text(k, v)) for k, v in attrs.items() if k != "fifo" and v is not None]
@@ -105,10 +109,7 @@ def create(
             attrs["content_based_deduplication"] = True
         t.queues.create_queue(name, **attrs, tags=_pairs(tag, "--tag"))
         doc = _describe(t, name)
-    if as_json:
-        emit_json(doc)
-    else:
-        _print_queue(doc)
+    _print_queue(doc, as_json)
 
 
 @app.command("list")
@@ -145,10 +146,7 @@ def get(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None,
     if node is None:
         with tidings(db) as t:
             doc = _describe(t, name)
-    if as_json:
-        emit_json(doc)
-    else:
-        _print_queue(doc)
+    _print_queue(doc, as_json)
 
 
 @app.command()
@@ -161,10 +159,7 @@ def delete(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None,
     if node is None:
         with tidings(db) as t:
             t.queues.delete_queue(name)
-    if as_json:
-        emit_json({"deleted": name})
-    else:
-        line(f"deleted queue {name}")
+    report(as_json, {"deleted": name}, f"deleted queue {name}")
 
 
 @app.command()
@@ -177,10 +172,7 @@ def purge(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None,
     if node is None:
         with tidings(db) as t:
             n = t.queues.purge_queue(name)
-    if as_json:
-        emit_json({"queue": name, "purged": n})
-    else:
-        line(f"purged {n} message(s) from {name}")
+    report(as_json, {"queue": name, "purged": n}, f"purged {n} message(s) from {name}")
 
 
 @app.command()
@@ -220,10 +212,7 @@ def send(
                                    group_id=group_id, deduplication_id=dedup_id,
                                    max_delay_s=MAX_RETENTION_S, deliver_at=at)
         doc = send_json(result)
-    if as_json:
-        emit_json(doc)
-    else:
-        line(f"sent {doc['message_id']}")
+    report(as_json, doc, f"sent {doc['message_id']}")
 
 
 @app.command()
@@ -310,10 +299,8 @@ def redrive(
             moved = t.queues.redrive(dlq, to)
         else:
             moved = _redrive_at_rate(t, dlq, to, max_per_second, progress=not as_json)
-    if as_json:
-        emit_json({"queue": dlq, "destination": to, "moved": moved})
-    else:
-        line(f"moved {moved} message(s) out of {dlq}")
+    report(as_json, {"queue": dlq, "destination": to, "moved": moved},
+           f"moved {moved} message(s) out of {dlq}")
 
 
 def _redrive_at_rate(t: Tidings, dlq: str, to: str | None, rate: int, *,

@@ -21,6 +21,7 @@ from tidings.cli.output import (
     emit_json,
     errors_handled,
     line,
+    report,
     table,
     tidings,
 )
@@ -193,20 +194,14 @@ def delete(name: Name, group: GroupOpt = DEFAULT_GROUP, db: DbOption = DEFAULT_D
     """Delete a schedule."""
     with tidings(db) as t:
         t.schedules.delete(name, group)
-    if as_json:
-        emit_json({"deleted": name, "group": group})
-    else:
-        line(f"deleted schedule {group}/{name}")
+    report(as_json, {"deleted": name, "group": group}, f"deleted schedule {group}/{name}")
 
 
 def _set_state(name: str, group: str, state: ScheduleState, db: str | None, as_json: bool) -> None:
     with tidings(db) as t:
         doc = schedule_json(t.schedules.set_state(name, state, group),
                             t.schedules.schedule_arn(group, name))
-    if as_json:
-        emit_json(doc)
-    else:
-        line(f"{group}/{name} is {doc['state']}; next fire: {doc['due_at'] or '-'}")
+    report(as_json, doc, f"{group}/{name} is {doc['state']}; next fire: {doc['due_at'] or '-'}")
 
 
 @app.command()
@@ -316,10 +311,7 @@ def group_create(
     with tidings(db) as t:
         doc = group_json(t.schedules.create_group(name, _tags(tag)),
                          t.schedules.group_arn(name))
-    if as_json:
-        emit_json(doc)
-    else:
-        line(f"created schedule group {name}")
+    report(as_json, doc, f"created schedule group {name}")
 
 
 @groups_app.command("list")
@@ -345,7 +337,5 @@ def group_delete(name: GroupName, db: DbOption = DEFAULT_DB, as_json: JsonOption
     """Delete a schedule group and every schedule in it."""
     with tidings(db) as t:
         n = t.schedules.delete_group(name)
-    if as_json:
-        emit_json({"name": name, "deleted_schedules": n})
-    else:
-        line(f"deleted schedule group {name} and {n} schedule(s)")
+    report(as_json, {"name": name, "deleted_schedules": n},
+           f"deleted schedule group {name} and {n} schedule(s)")
