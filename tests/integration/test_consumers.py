@@ -14,6 +14,7 @@ import pytest
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
 from tidings.engine.consumers import App, Job
+from tidings.model.messages import OutgoingMessage
 from tidings.model.queues import RedrivePolicy
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
 from tidings.node import Node
@@ -159,6 +160,52 @@ def test_graceful_shutdown_releases_unfinished_work(t: Tidings) -> None:
     # released, not lost: visible again at once despite the 600 s visibility timeout
     [m] = t.queues.receive("jobs", wait_s=0)
     assert m.receive_count == 2
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_shutdown_gives_back_jobs_handed_over_but_not_begun(t: Tidings, kind: str) -> None:
+    """Handler threads and async runners pull ready jobs from one queue, which can hold
+    more than `concurrency`: at shutdown those not begun are given back, never run."""
+    t.queues.create_queue("jobs", visibility_timeout_s=600)
+    app = App(queue="jobs", concurrency=2)
+    release = threading.Event()
+    ran: list[str] = []
+    n = 30
+
+    if kind == "sync":
+        @app.handler("slow")
+        def slow(j: Job) -> None:
+            ran.append(j.id)
+            release.wait(10)
+    else:
+        @app.handler("slow")
+        async def slow_async(j: Job) -> None:
+            ran.append(j.id)
+            while not release.is_set():
+                await asyncio.sleep(0.01)
+
+    for i in range(0, n, 10):
+        t.queues.send_batch("jobs", [OutgoingMessage(job("slow", i + k), entry_id=str(k))
+                                     for k in range(10)])
+    # The two running jobs finish 0.5 s after the node is told to stop (within the grace
+    # period): by then every job not begun has been taken back.
+    releaser = threading.Timer(0.5, release.set)
+
+    def two_running() -> bool:
+        if len(ran) >= 2 and not releaser.is_alive():
+            releaser.start()
+        return len(ran) >= 2
+
+    try:
+        node = run_node_until(t, app, two_running, grace=5.0)
+    finally:
+        releaser.cancel()
+        release.set()
+    assert len(ran) == 2  # only the two that had begun: the rest were handed back
+    assert node.consumer is not None and node.consumer.handled == 2
+    counts = t.queues.describe("jobs").counts
+    # given back at once, despite the 600 s visibility timeout
+    assert (counts.visible, counts.in_flight) == (n - 2, 0)
 
 
 def test_a_recurring_schedules_job_runs_at_every_occurrence(db_url: str) -> None:
