@@ -226,24 +226,36 @@ class Dispatcher:
             fired=fired, messages=messages, occurrence_due=due_of(fire_at),
             in_target=in_target, outcome=outcome)
 
+    def _context(self, s: Schedule, fire_at: int) -> FiringContext:
+        spec = s.spec
+        return FiringContext.of(s.id, spec.group, spec.name, fire_at,
+                                self.schedules.schedule_arn(spec.group, spec.name))
+
     def _messages(self, s: Schedule, fire_at: int, batch: _Batch) -> list[TargetMessage]:
-        spec, target = s.spec, s.spec.target
-        ctx = FiringContext.of(s.id, spec.group, spec.name, fire_at,
-                               self.schedules.schedule_arn(spec.group, spec.name))
+        target = s.spec.target
         if target.kind is TargetKind.QUEUE:
-            body = render_input(target.input or "{}", ctx, 1)
+            text = target.input or "{}"
             queue = self._queue(batch, target.destination)
+            # The usual firing (a standard queue, an input without context attributes)
+            # needs no context: its execution id (a SHA-1) would only be a FIFO dedup id.
+            ctx = (None if queue is not None and not queue.attributes.fifo
+                   and "<aws.scheduler." not in text else self._context(s, fire_at))
+            body = text if ctx is None else render_input(text, ctx, 1)
             if queue is not None:
                 try:
                     return [self._message(queue, body, target.message_group_id,
-                                          ctx.execution_id, batch.now, scheduled_at=fire_at)]
+                                          None if ctx is None else ctx.execution_id,
+                                          batch.now, scheduled_at=fire_at)]
                 except ValidationError as exc:
                     error = ("InvalidParameterValue", str(exc))
-                return self._dead_letter(s, ctx, body, error, batch)
+                return self._dead_letter(s, ctx or self._context(s, fire_at), body, error,
+                                         batch)
             # EventBridge Scheduler checks a target when it invokes it: a queue missing now
             # fails this invocation, and the delivery queue retries it by the target's retry
             # policy (the queue may appear meanwhile) before dead-lettering it.
-            return self._delivery(s, delivery_job(ctx, target, target.input or "{}"), batch)
+            return self._delivery(s, delivery_job(self._context(s, fire_at), target, text),
+                                  batch)
+        ctx = self._context(s, fire_at)
         delivery = delivery_job(ctx, target, render_input(target.input, ctx, None)
                                 if target.input else None)
         return self._delivery(s, delivery, batch)
