@@ -15,7 +15,7 @@ database as an application's would be, pace the load every 100 ms:
 
 So rows are continuously inserted and deleted, and the database must reuse their space.
 Every 5 s it samples the process's RSS (current, not peak), the database's size and the
-counters. Final JSON line:
+counters. Final JSON line (besides counts, the backlog and the process's CPU seconds):
   throughput_first_5min / throughput_last_5min: firings/s + messages consumed/s
   rss_first_mb / rss_last_mb, db_mb_first / db_mb_last: the means over those windows
   lateness_p99_ms: firing time minus due time, over the run (and the worst window's)
@@ -166,24 +166,23 @@ def load(kind: str, url: str, arg: Any, threads: int, c: Counters, stop: Any) ->
 
 def run_load(kind: str, t: Tidings, arg: Any, threads: int, c: Counters, stop: Any) -> None:
     fn = {"creator": creator, "producer": producer, "consumer": consumer}[kind]
-    if True:
-        errors: list[BaseException] = []
+    errors: list[BaseException] = []
 
-        def body() -> None:
-            try:
-                fn(t, arg, c, stop)
-            except BaseException as exc:
-                errors.append(exc)
-                stop.set()
-                raise
+    def body() -> None:
+        try:
+            fn(t, arg, c, stop)
+        except BaseException as exc:
+            errors.append(exc)
+            stop.set()
+            raise
 
-        pool = [threading.Thread(target=body) for _ in range(threads)]
-        for th in pool:
-            th.start()
-        for th in pool:
-            th.join()
-        if errors:
-            raise SystemExit(f"{kind} failed: {errors[0]!r}")
+    pool = [threading.Thread(target=body) for _ in range(threads)]
+    for th in pool:
+        th.start()
+    for th in pool:
+        th.join()
+    if errors:
+        raise SystemExit(f"{kind} failed: {errors[0]!r}")
 
 
 def hist_percentile(hist: Counter[int], q: float) -> float:
@@ -266,6 +265,7 @@ def main() -> None:
         lateness[minute].update(late)
 
     began_at, measuring = [time.monotonic()], [False]
+    cpu_at = [0.0, 0.0]  # this process's CPU seconds when measuring starts and ends
     node.dispatcher.on_fired = on_fired
     stop = ctx.Event()
     jobs: list[tuple[str, Any, int]] = [("creator", args.rate, 1), ("producer", args.rate, 1)]
@@ -287,6 +287,7 @@ def main() -> None:
             proc.start()
         await asyncio.sleep(args.warmup_s)  # load processes start, caches fill: not measured
         began = began_at[0] = time.monotonic()
+        cpu_at[0] = time.process_time()
         measuring[0] = True
         next_sample = began
         while (elapsed := time.monotonic() - began) < total_s:
@@ -304,6 +305,7 @@ def main() -> None:
                       file=sys.stderr, flush=True)
                 next_sample += min(SAMPLE_S, total_s / 30)
             await asyncio.sleep(0.2)
+        cpu_at[1] = time.process_time()
         stop.set()
         node.stop()
         await task
@@ -350,6 +352,12 @@ def main() -> None:
         "lateness_p50_ms": round(hist_percentile(late_all, 50), 1),
         "lateness_p99_worst_minute_ms": round(worst, 1),
         "throughput_ratio": round(tp_last / tp_first, 3) if tp_first else 0,
+        # CPU seconds of this process (the node, plus the load on SQLite) per 1,000
+        # firings + messages consumed: unlike the wall figures, not the host's load.
+        "cpu_s": round(cpu_at[1] - cpu_at[0], 1),
+        "cpu_ms_per_op": round(1000 * (cpu_at[1] - cpu_at[0]) / max(
+            1, (samples[-1].fired - samples[0].fired)
+            + (samples[-1].consumed - samples[0].consumed)), 3) if samples else 0,
         "backlog_first": first[-1].backlog if first else 0,
         "backlog_last": last[-1].backlog if last else 0,
         "rss_growth": round(rss_last / rss_first - 1, 3) if rss_first else 0,
