@@ -9,7 +9,9 @@ A short call may skip the hop (`run_short`): where one connection serves every c
 small group commit to another thread cost more than its SQLite write: the two threads
 trade the GIL at every statement, and on a busy machine waking the store thread lets the
 kernel preempt the loop (bench/aws_api.py, receive + delete pairs: ~40 % more pairs/s and
-~20 % less CPU per pair on the loop's thread).
+~20 % less CPU per pair on the loop's thread). The price: while another process holds
+the database's write lock (a CLI command's transaction), such a call waits for it on the
+loop's thread (busy_timeout) rather than on the store's.
 """
 
 from __future__ import annotations
