@@ -49,7 +49,7 @@ from tidings.model.schedules import (  # noqa: E402
     Target,
     TargetKind,
 )
-from tidings.node import Node  # noqa: E402
+from tidings.node import Node, freeze_startup_objects  # noqa: E402
 from tidings.settings import Settings  # noqa: E402
 from tidings.store import sqlite_path  # noqa: E402
 
@@ -282,6 +282,7 @@ def main() -> None:
     samples: list[Sample] = []
 
     async def run() -> None:
+        freeze_startup_objects()  # as `tidings serve` does before serving
         task = asyncio.create_task(node.run())
         for proc in procs:
             proc.start()
