@@ -18,6 +18,7 @@ QueueNotFound, InvalidParameterValue, …); the token is never part of an error 
 from __future__ import annotations
 
 import ssl
+from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import quote
 
@@ -36,7 +37,7 @@ class RemoteError(TidingsError):
         super().__init__(f"{code}: {message}" if code else message)
 
 
-class RemoteTidings:
+class RemoteTidings(AbstractContextManager["RemoteTidings"]):
     def __init__(self, url: str | None = None, *, token: str | None = None,
                  timeout_s: float = 30.0, verify: bool | ssl.SSLContext = True,
                  settings: Settings | None = None) -> None:
@@ -132,10 +133,7 @@ class RemoteTidings:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> RemoteTidings:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
