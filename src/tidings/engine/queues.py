@@ -79,6 +79,15 @@ class QueueInfo:
         return self.record.name
 
 
+def named_queue(store: Store, name: str, field: str, what: str = "queue") -> QueueRecord:
+    """The queue a setting names (a dead-letter queue, a target): a ValidationError on
+    `field` when there is none, as the setting is what is wrong."""
+    try:
+        return store.get_queue(name)
+    except QueueNotFound:
+        raise ValidationError(field, f"{what} {name!r} does not exist") from None
+
+
 @dataclass(eq=False)
 class QueueService(Receiving, Redrive):
     store: Store
@@ -139,12 +148,8 @@ class QueueService(Receiving, Redrive):
         if policy.dead_letter_queue == name:
             raise ValidationError("RedrivePolicy.deadLetterTargetArn",
                                   "a queue cannot be its own dead-letter queue")
-        try:
-            dlq = self.store.get_queue(policy.dead_letter_queue)
-        except QueueNotFound:
-            raise ValidationError("RedrivePolicy.deadLetterTargetArn",
-                                  f"dead-letter queue {policy.dead_letter_queue!r} does not exist")\
-                from None
+        dlq = named_queue(self.store, policy.dead_letter_queue,
+                          "RedrivePolicy.deadLetterTargetArn", "dead-letter queue")
         allow = dlq.attributes.redrive_allow_policy
         if allow is not None and not allow.allows(name):
             raise ValidationError("RedrivePolicy.deadLetterTargetArn",
