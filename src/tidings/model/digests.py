@@ -8,6 +8,7 @@ MD5 message digest for message attributes" of the SQS Developer Guide.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections.abc import Mapping
@@ -49,6 +50,17 @@ class MessageAttributeValue:
     def base_type(self) -> str:
         """"String", "Number" or "Binary" — the part before any custom-type suffix."""
         return self.data_type.split(".", 1)[0]
+
+
+def decode_binary(text: object, field: str, rule: str) -> bytes | None:
+    """A binary attribute value as it travels (standard base64) as bytes; None stays None.
+    `rule` is the message of the interface that received it."""
+    if text is None:
+        return None
+    try:
+        return base64.b64decode(str(text), validate=True)
+    except ValueError:
+        raise ValidationError(field, rule) from None
 
 
 def md5_of_body(body: str) -> str:

@@ -13,8 +13,7 @@ from typing import Any
 
 from tidings.clock import iso
 from tidings.engine.queues import BatchFailure, MessageView
-from tidings.errors import ValidationError
-from tidings.model.digests import MessageAttributeValue
+from tidings.model.digests import MessageAttributeValue, decode_binary
 from tidings.model.messages import ReceivedMessage, SendResult
 from tidings.model.queues import MoveTask, QueueCounts, QueueRecord
 
@@ -51,14 +50,8 @@ def parse_attributes(raw: Mapping[str, Mapping[str, Any]] | None,
     """
     out: dict[str, MessageAttributeValue] = {}
     for name, spec in (raw or {}).items():
-        binary = spec.get("binary_value")
-        data: bytes | None = None
-        if binary is not None:
-            try:
-                data = base64.b64decode(str(binary), validate=True)
-            except ValueError:
-                raise ValidationError(f"{field}.{name}.binary_value",
-                                      "must be standard base64") from None
+        data = decode_binary(spec.get("binary_value"), f"{field}.{name}.binary_value",
+                             "must be standard base64")
         out[name] = MessageAttributeValue(str(spec.get("data_type", "")),
                                           spec.get("string_value"), data)
     return out
