@@ -70,6 +70,7 @@ class MessageOp(StrEnum):
 
 
 _LIVE = frozenset({MessageState.DELAYED, MessageState.VISIBLE, MessageState.IN_FLIGHT})
+_VISIBLE, _IN_FLIGHT = frozenset({MessageState.VISIBLE}), frozenset({MessageState.IN_FLIGHT})
 
 
 @dataclass(frozen=True)
@@ -79,26 +80,20 @@ class MessageTransition:
 
 
 MESSAGE_TRANSITIONS: dict[MessageOp, MessageTransition] = {
-    MessageOp.RECEIVE: MessageTransition(frozenset({MessageState.VISIBLE}),
-                                         MessageState.IN_FLIGHT),
+    MessageOp.RECEIVE: MessageTransition(_VISIBLE, MessageState.IN_FLIGHT),
     # SQS: only an in-flight message's visibility can change; 0 releases it at once.
-    MessageOp.CHANGE_VISIBILITY: MessageTransition(frozenset({MessageState.IN_FLIGHT}),
-                                                   MessageState.IN_FLIGHT),
+    MessageOp.CHANGE_VISIBILITY: MessageTransition(_IN_FLIGHT, MessageState.IN_FLIGHT),
     # Guarded by the receipt's lease token. As SQS documents, the receipt of the latest
     # receive still deletes after its lease ran out, as long as nobody received the message
     # again (it then looks VISIBLE); a receipt from an earlier receive deletes nothing.
-    MessageOp.DELETE: MessageTransition(frozenset({MessageState.IN_FLIGHT}),
-                                        MessageState.GONE),
-    MessageOp.COMPLETE_JOB: MessageTransition(frozenset({MessageState.IN_FLIGHT}),
-                                              MessageState.GONE),
+    MessageOp.DELETE: MessageTransition(_IN_FLIGHT, MessageState.GONE),
+    MessageOp.COMPLETE_JOB: MessageTransition(_IN_FLIGHT, MessageState.GONE),
     # maxReceiveCount is checked when a message would be received again: SQS moves it to
     # the DLQ instead of handing it out an extra time.
-    MessageOp.DEAD_LETTER: MessageTransition(frozenset({MessageState.VISIBLE}),
-                                             MessageState.DEAD_LETTERED),
+    MessageOp.DEAD_LETTER: MessageTransition(_VISIBLE, MessageState.DEAD_LETTERED),
     # A consumer's verdict on a message that can never succeed (not a job, no handler):
     # straight to the DLQ, guarded by its receipt's lease like a delete.
-    MessageOp.REJECT: MessageTransition(frozenset({MessageState.IN_FLIGHT}),
-                                        MessageState.DEAD_LETTERED),
+    MessageOp.REJECT: MessageTransition(_IN_FLIGHT, MessageState.DEAD_LETTERED),
     MessageOp.EXPIRE: MessageTransition(_LIVE, MessageState.GONE),
     MessageOp.PURGE: MessageTransition(_LIVE, MessageState.GONE),
     # Redrive takes what is in the DLQ, in flight or not (SQS moves "all messages").
