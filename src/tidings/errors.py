@@ -31,10 +31,12 @@ class NotFoundError(TidingsError):
     """The resource does not exist."""
 
     kind = "resource"
+    #: The message, from `kind` and the id; AWS's own words where an AWS API reports it.
+    wording = "{kind} {ident!r} does not exist"
 
     def __init__(self, ident: str, message: str | None = None) -> None:
         self.ident = ident
-        super().__init__(message or f"{self.kind} {ident!r} does not exist")
+        super().__init__(message or self.wording.format(kind=self.kind, ident=ident))
 
 
 class QueueNotFound(NotFoundError):
@@ -59,6 +61,7 @@ class TemplateNotFound(NotFoundError):
     """The template does not exist."""
 
     kind = "template"
+    wording = "Template {ident} does not exist."  # SES v2's NotFoundException
 
 
 class ConflictError(TidingsError):

@@ -32,6 +32,7 @@ class CampaignNotFound(NotFoundError):
     """The campaign does not exist."""
 
     kind = "campaign"
+    wording = "Campaign {ident} does not exist."
 
 
 def check_campaign_name(name: str) -> str:

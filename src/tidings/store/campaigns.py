@@ -19,10 +19,6 @@ from tidings.store.driver import Conn
 from tidings.store.sqlbase import SqlBase
 
 
-def _missing(name: str) -> CampaignNotFound:
-    return CampaignNotFound(name, f"Campaign {name} does not exist.")
-
-
 class SqlCampaigns(SqlBase):
     def create_campaign(self, record: CampaignRecord) -> bool:
         r = record
@@ -34,7 +30,7 @@ class SqlCampaigns(SqlBase):
     def get_campaign(self, name: str) -> CampaignRecord:
         row = self._one("campaign_by_name", (name,))
         if row is None:
-            raise _missing(name)
+            raise CampaignNotFound(name)
         return rows.campaign(row)
 
     def list_campaigns(self, after: str | None, limit: int) -> list[CampaignRecord]:
@@ -42,7 +38,7 @@ class SqlCampaigns(SqlBase):
 
     def _change(self, conn: Conn, query: str, name: str, args: tuple[object, ...]) -> None:
         if conn.execute(self.q[query], (*args, name)).rowcount == 0:
-            raise _missing(name)
+            raise CampaignNotFound(name)
 
     def update_campaign_steps(self, name: str, steps: Sequence[Step], now: int) -> None:
         with self.driver.auto() as conn:
@@ -61,7 +57,7 @@ class SqlCampaigns(SqlBase):
             if conn.execute(self.q["set_campaign_status"],
                             (new.value, now, name, current.value)).rowcount == 0:
                 if conn.execute(self.q["campaign_by_name"], (name,)).fetchone() is None:
-                    raise _missing(name)
+                    raise CampaignNotFound(name)
                 raise ConflictError(f"Campaign {name} is no longer {current.value}: another"
                                     " change came first")
             if new is CampaignStatus.PAUSED:

@@ -19,10 +19,6 @@ from tidings.store.sqlbase import SqlBase
 NO_SEQ = 2**62  # "before the end": the first page of the delivery log
 
 
-def _template_missing(name: str) -> TemplateNotFound:
-    return TemplateNotFound(name, f"Template {name} does not exist.")
-
-
 class SqlEmail(SqlBase):
     # templates --------------------------------------------------------------------------
 
@@ -39,13 +35,13 @@ class SqlEmail(SqlBase):
         with self.driver.tx() as conn:
             if conn.execute(self.q["update_template"],
                             (subject, html, text, now, name)).rowcount == 0:
-                raise _template_missing(name)
+                raise TemplateNotFound(name)
             return rows.template(conn.execute(self.q["template_by_name"], (name,)).fetchone())
 
     def get_template(self, name: str) -> StoredTemplate:
         row = self._one("template_by_name", (name,))
         if row is None:
-            raise _template_missing(name)
+            raise TemplateNotFound(name)
         return rows.template(row)
 
     def list_templates(self, after: str | None, limit: int) -> list[StoredTemplate]:
@@ -54,7 +50,7 @@ class SqlEmail(SqlBase):
     def delete_template(self, name: str) -> None:
         with self.driver.auto() as conn:
             if conn.execute(self.q["delete_template"], (name,)).rowcount == 0:
-                raise _template_missing(name)
+                raise TemplateNotFound(name)
 
     # suppression list -------------------------------------------------------------------
 
