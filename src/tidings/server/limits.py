@@ -25,17 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from tidings.settings import Settings
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+from tidings.settings import Settings
 
 MiB = 1024 * 1024
 ENVELOPE = 64 * 1024
@@ -78,7 +73,7 @@ class Limits:
     def from_settings(cls, settings: Settings) -> Limits:
         return cls(client_timeout_s=settings.client_timeout_s)
 
-    def middleware(self, app: Asgi) -> Asgi:
+    def middleware(self, app: ASGIApp) -> ASGIApp:
         """`app.add_middleware(limits.middleware)`: Starlette calls it with the app."""
         return LimitsMiddleware(app, self)
 
@@ -114,7 +109,7 @@ class SlowBodies:
 
 
 class LimitsMiddleware:
-    def __init__(self, app: Asgi, limits: Limits) -> None:
+    def __init__(self, app: ASGIApp, limits: Limits) -> None:
         self.app = app
         self.limits = limits
         self.slow = SlowBodies(limits.client_timeout_s)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import FastAPI
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
@@ -44,10 +44,6 @@ from tidings.server.aws.sqs_protocol import (
 from tidings.server.limits import SQS_MAX_BODY
 
 log = logging.getLogger("tidings.sqs")
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 #: SQS takes at most 1 MiB of messages a request; JSON escaping or the query protocol's
 #: percent-encoding can triple that. The limits middleware refuses more (413) first;
@@ -192,8 +188,7 @@ class SqsMiddleware:
     """Sends JSON-protocol SQS requests (`POST /` with `X-Amz-Target: AmazonSQS.*`) straight
     to the endpoint; everything else goes on to the application and its router."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]],
-                 endpoint: SqsEndpoint) -> None:
+    def __init__(self, app: ASGIApp, endpoint: SqsEndpoint) -> None:
         self.app = app
         self.endpoint = endpoint
 
