@@ -28,10 +28,7 @@ class SqlCampaigns(SqlBase):
                 r.modified_at)).rowcount > 0)
 
     def get_campaign(self, name: str) -> CampaignRecord:
-        row = self._one("campaign_by_name", (name,))
-        if row is None:
-            raise CampaignNotFound(name)
-        return rows.campaign(row)
+        return rows.campaign(self._found("campaign_by_name", (name,), CampaignNotFound, name))
 
     def list_campaigns(self, after: str | None, limit: int) -> list[CampaignRecord]:
         return [rows.campaign(r) for r in self._all("list_campaigns", (after or "", limit))]

@@ -39,10 +39,7 @@ class SqlEmail(SqlBase):
             return rows.template(conn.execute(self.q["template_by_name"], (name,)).fetchone())
 
     def get_template(self, name: str) -> StoredTemplate:
-        row = self._one("template_by_name", (name,))
-        if row is None:
-            raise TemplateNotFound(name)
-        return rows.template(row)
+        return rows.template(self._found("template_by_name", (name,), TemplateNotFound, name))
 
     def list_templates(self, after: str | None, limit: int) -> list[StoredTemplate]:
         return [rows.template(r) for r in self._all("list_templates", (after or "", limit))]

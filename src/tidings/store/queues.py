@@ -57,16 +57,11 @@ class SqlQueues(SqlBase):
         return existing
 
     def get_queue(self, name: str) -> QueueRecord:
-        row = self._one("queue_by_name", (name,))
-        if row is None:
-            raise QueueNotFound(name)
-        return rows.queue_record(row)
+        return rows.queue_record(self._found("queue_by_name", (name,), QueueNotFound, name))
 
     def get_queue_by_id(self, queue_id: int) -> QueueRecord:
-        row = self._one("queue_by_id", (queue_id,))
-        if row is None:
-            raise QueueNotFound(str(queue_id))
-        return rows.queue_record(row)
+        return rows.queue_record(
+            self._found("queue_by_id", (queue_id,), QueueNotFound, str(queue_id)))
 
     def list_queues(self, prefix: str, after: str | None, limit: int) -> list[QueueRecord]:
         return [rows.queue_record(r) for r in self._all(

@@ -48,10 +48,7 @@ class SqlSchedules(SqlBase):
                                                               client_token)).rowcount > 0)
 
     def get_group(self, name: str) -> ScheduleGroup:
-        row = self._one("group_by_name", (name,))
-        if row is None:
-            raise GroupNotFound(name)
-        return rows.schedule_group(row)
+        return rows.schedule_group(self._found("group_by_name", (name,), GroupNotFound, name))
 
     def list_groups(self, prefix: str, after: str | None, limit: int) -> list[ScheduleGroup]:
         return [rows.schedule_group(r) for r in self._all(

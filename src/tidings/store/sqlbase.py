@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tidings.errors import NotFoundError
 from tidings.model.messages import NewMessage, encode_attributes
 from tidings.model.queues import FIFO_DEDUP_WINDOW_MS
 from tidings.notify.base import queue_channel
@@ -42,6 +43,13 @@ class SqlBase:
     def _one(self, query: str, args: Params = ()) -> Any:
         with self.driver.auto() as conn:
             return conn.execute(self.q[query], args).fetchone()
+
+    def _found(self, query: str, args: Params, missing: type[NotFoundError], ident: str) -> Any:
+        """The row `query` finds; `missing(ident)` raised when there is none."""
+        row = self._one(query, args)
+        if row is None:
+            raise missing(ident)
+        return row
 
     def _all(self, query: str, args: Params = ()) -> list[Any]:
         with self.driver.auto() as conn:
