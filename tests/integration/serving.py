@@ -5,10 +5,11 @@ Real sockets, real HTTP: what the integration tests exercise is what clients get
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -55,3 +56,21 @@ def serve(db_url: str, **settings: Any) -> Iterator[str]:
             yield url
     finally:
         t.close()
+
+
+def run_until(node: Any, until: Callable[[], bool], *, timeout: float = 30.0,
+              poll_s: float = 0.05) -> None:
+    """Run a `tidings.node.Node` until `until()` holds, the node stops by itself or
+    `timeout` passes; then stop it and close its bridge."""
+    async def main() -> None:
+        task = asyncio.create_task(node.run())
+        deadline = time.monotonic() + timeout
+        while not until() and not task.done() and time.monotonic() < deadline:
+            await asyncio.sleep(poll_s)
+        node.stop()
+        await task
+
+    try:
+        asyncio.run(main())
+    finally:
+        node.bridge.close()

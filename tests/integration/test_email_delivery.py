@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -10,6 +9,7 @@ from typing import Any
 
 import pytest
 from email_relay import Relay, running_relay
+from serving import run_until
 
 from tidings.client import Tidings
 from tidings.engine.internal_queues import EMAIL_QUEUE
@@ -40,19 +40,7 @@ def run_node(t: Tidings, until: Callable[[], bool], *, timeout: float = 30.0,
              **settings: Any) -> None:
     settings = {"concurrency": 4, "shutdown_grace_s": 2, **settings}
     node = Node(t, Settings(db=t.settings.db, **settings))
-
-    async def main() -> None:
-        task = asyncio.create_task(node.run())
-        deadline = time.monotonic() + timeout
-        while not until() and not task.done() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        node.stop()
-        await task
-
-    try:
-        asyncio.run(main())
-    finally:
-        node.bridge.close()
+    run_until(node, until, timeout=timeout)
 
 
 def send_doc(to: list[str], template: str | None = "welcome", data: dict[str, Any] | None = None,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from parked import ParkedNotifier
-from serving import running_server
+from serving import run_until, running_server
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -60,19 +60,7 @@ class Receiver:
 def run_node(t: Tidings, until: Callable[[], bool], *, app: App | None = None,
              timeout: float = 30.0) -> None:
     node = Node(t, Settings(db=t.settings.db, concurrency=4, shutdown_grace_s=2), app=app)
-
-    async def main() -> None:
-        task = asyncio.create_task(node.run())
-        deadline = time.monotonic() + timeout
-        while not until() and not task.done() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        node.stop()
-        await task
-
-    try:
-        asyncio.run(main())
-    finally:
-        node.bridge.close()
+    run_until(node, until, timeout=timeout)
 
 
 def just_now() -> str:

@@ -4,7 +4,6 @@ name resolves to one, redirects never followed; the allow-list opens what it nam
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import threading
 import time
@@ -13,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import running_server
+from serving import run_until, running_server
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
@@ -50,19 +49,7 @@ def tidings(db_url: str, **settings: Any) -> Tidings:
 
 def run_node(t: Tidings, until: Callable[[], bool], timeout: float = 30.0) -> None:
     node = Node(t, dataclass_settings(t), app=None)
-
-    async def main() -> None:
-        task = asyncio.create_task(node.run())
-        deadline = time.monotonic() + timeout
-        while not until() and not task.done() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-        node.stop()
-        await task
-
-    try:
-        asyncio.run(main())
-    finally:
-        node.bridge.close()
+    run_until(node, until, timeout=timeout)
 
 
 def dataclass_settings(t: Tidings) -> Settings:
