@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -18,6 +19,8 @@ import pytest
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
 from tidings.settings import Settings
+
+T = TypeVar("T")
 
 BACKENDS = ["sqlite", "postgres"]
 
@@ -42,6 +45,23 @@ def module_pg_schema() -> Iterator[str]:
     finally:
         with psycopg.connect(PG_BASE, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def module_backend(backend: str, tmp: Path, serve: Callable[[str], Iterator[T]],
+                   *endpoint_vars: str) -> Iterator[T]:
+    """What `serve(db_url)` yields for a module's tests: over a SQLite file in `tmp` or a
+    PostgreSQL schema of its own, with the machine's AWS configuration (files, profile,
+    endpoint variables such as `endpoint_vars`) kept away from the boto3 clients."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AWS_CONFIG_FILE", str(tmp / "no-config"))
+        mp.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp / "no-credentials"))
+        for var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", *endpoint_vars):
+            mp.delenv(var, raising=False)
+        if backend == "sqlite":
+            yield from serve(f"sqlite:///{tmp}/t.db")
+        else:
+            with module_pg_schema() as schema:
+                yield from serve(pg_url(schema))
 
 
 @pytest.fixture

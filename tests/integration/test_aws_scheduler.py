@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from conftest import BACKENDS, module_pg_schema, pg_url
+from conftest import BACKENDS, module_backend
 from tidings.client import Tidings
 from tidings.node import Node
 from tidings.settings import Settings
@@ -63,18 +63,8 @@ def serve(db: str, **settings: Any) -> Iterator[Served]:
 def served(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One server per backend for the whole module (its tests use distinct names)."""
-    tmp = tmp_path_factory.mktemp("scheduler")
-    with pytest.MonkeyPatch.context() as mp:
-        # The machine's own AWS configuration must not leak into the tests.
-        mp.setenv("AWS_CONFIG_FILE", str(tmp / "no-config"))
-        mp.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp / "no-credentials"))
-        for var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SCHEDULER"):
-            mp.delenv(var, raising=False)
-        if request.param == "sqlite":
-            yield from serve(f"sqlite:///{tmp}/t.db")
-        else:
-            with module_pg_schema() as schema:
-                yield from serve(pg_url(schema))
+    yield from module_backend(request.param, tmp_path_factory.mktemp("scheduler"), serve,
+                              "AWS_ENDPOINT_URL_SCHEDULER")
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from email_relay import Received, Relay, running_relay
 from serving import running_server
 
-from conftest import BACKENDS, module_pg_schema, pg_url
+from conftest import BACKENDS, module_backend
 from tidings.client import Tidings
 from tidings.model.email import DeliveryState
 from tidings.node import Node
@@ -82,17 +82,8 @@ def serve(db: str, relay: Relay, **settings: Any) -> Iterator[Served]:
 def served(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """One server and relay per backend for the whole module (tests use distinct names)."""
-    tmp = tmp_path_factory.mktemp("ses")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("AWS_CONFIG_FILE", str(tmp / "no-config"))
-        mp.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp / "no-credentials"))
-        for var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_SESV2"):
-            mp.delenv(var, raising=False)
-        if request.param == "sqlite":
-            yield from serve(f"sqlite:///{tmp}/t.db", Relay())
-        else:
-            with module_pg_schema() as schema:
-                yield from serve(pg_url(schema), Relay())
+    yield from module_backend(request.param, tmp_path_factory.mktemp("ses"),
+                              lambda db: serve(db, Relay()), "AWS_ENDPOINT_URL_SESV2")
 
 
 @pytest.fixture(scope="module")
