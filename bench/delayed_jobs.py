@@ -9,6 +9,7 @@ created). Each targets the app's queue; its handler records when it started. Lat
 the handler's start minus the job's due instant, over every job.
 Final line: {"create_per_s", "lateness_p50_ms", "lateness_p99_ms", "lateness_max_ms",
 "executed", "duplicates", "early", "missing", "peak_rss_mb"}; peak_rss_mb is the server's.
+`--timeline 2` also prints, per 2 s of due instants, that slice's lateness to stderr.
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def main() -> None:
     parser.add_argument("--db", default=None, help="default: a SQLite file in a temp dir")
     parser.add_argument("--create-rate-guess", type=float, default=5_000.0,
                         help="creations/s assumed when placing the window after them")
+    parser.add_argument("--timeline", type=float, default=0.0, metavar="SECONDS",
+                        help="also print lateness p50/p99/max per slice of the window "
+                        "(by due instant) to stderr: when the tail happened")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp(prefix="tidings-bench-")
     db = args.db or f"sqlite:///{tmp}/bench.db"
@@ -141,11 +145,20 @@ def main() -> None:
         server.wait(60)
     ids: Counter[str] = Counter()
     lateness: list[float] = []
+    slices: dict[int, list[float]] = {}
     with open(log) as f:
         for line in f:
             job_id, late = line.split()
             ids[job_id] += 1
             lateness.append(float(late))
+            if args.timeline > 0:  # job i is due i * spread / n seconds into the window
+                at_s = int(job_id) * args.spread / args.n
+                slices.setdefault(int(at_s // args.timeline), []).append(float(late))
+    for k in sorted(slices):
+        part = sorted(slices[k])
+        print(f"due +{k * args.timeline:6.1f} s: {len(part):6d} jobs, lateness p50 "
+              f"{percentile(part, 50):8.1f} p99 {percentile(part, 99):8.1f} max "
+              f"{part[-1]:8.1f} ms", file=sys.stderr)
     lateness.sort()
     report({
         "n": args.n,
