@@ -78,11 +78,14 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def db_mb(url: str) -> float:
+def db_mb(url: str) -> tuple[float, float]:
+    """The database's size and, on SQLite, the part of it that is the WAL (and -shm)
+    file, which the driver lets grow between checkpoints and cuts back to 16 MB."""
     if url.startswith("sqlite"):
         path = sqlite_path(url)
-        return sum(os.path.getsize(p) for p in (path, f"{path}-wal", f"{path}-shm")
-                   if os.path.exists(p)) / 2**20
+        main, wal = (sum(os.path.getsize(p) for p in paths if os.path.exists(p)) / 2**20
+                     for paths in ((path,), (f"{path}-wal", f"{path}-shm")))
+        return main + wal, wal
     import psycopg
 
     with psycopg.connect(url) as conn:
@@ -90,7 +93,7 @@ def db_mb(url: str) -> float:
             "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'm')").fetchone()
-        return float(row[0] if row else 0) / 2**20
+        return float(row[0] if row else 0) / 2**20, 0.0
 
 
 def paced(stop: Any, step: object) -> None:
@@ -212,6 +215,7 @@ class Sample:
     consumed: int
     rss_mb: float
     db_mb: float
+    wal_mb: float  # of db_mb
     backlog: int  # messages waiting in both queues: the load not kept up with
 
 
@@ -297,9 +301,9 @@ def main() -> None:
             if stop.is_set():
                 raise RuntimeError("a load process failed (its error is above)")
             if time.monotonic() >= next_sample:
-                size = await asyncio.to_thread(db_mb, url)
+                size, wal = await asyncio.to_thread(db_mb, url)
                 waiting = await asyncio.to_thread(backlog, t)
-                s = Sample(elapsed, fired[0], c.consumed.value, rss_mb(), size, waiting)
+                s = Sample(elapsed, fired[0], c.consumed.value, rss_mb(), size, wal, waiting)
                 samples.append(s)
                 print(f"  {elapsed:6.0f} s fired {s.fired} consumed {s.consumed} rss "
                       f"{s.rss_mb:.0f} MB db {s.db_mb:.1f} MB backlog {s.backlog}",
@@ -368,6 +372,10 @@ def main() -> None:
         "rss_last_mb": round(rss_last, 1),
         "db_mb_first": round(db_first, 1),
         "db_mb_last": round(db_last, 1),
+        # without the WAL: the tables and indexes, whose free pages are reused
+        "db_file_mb_first": round(db_first - mean([s.wal_mb for s in first]), 1),
+        "db_file_mb_last": round(db_last - mean([s.wal_mb for s in last]), 1),
+        "wal_mb_max": round(max((s.wal_mb for s in samples), default=0.0), 1),
         "lateness_p99_ms": round(hist_percentile(late_all, 99), 1),
     })
 
