@@ -131,8 +131,11 @@ def test_kill_9_of_worker_loses_no_job(db_url: str, tmp_path: Path) -> None:
     runs = Counter(ids)
     assert recorded and all(runs[key.split(":", 1)[1]] == 1 for key in recorded)
     # only jobs running, or finished and not yet acknowledged, at the kill ran twice: at
-    # most the concurrency (4) running plus the acknowledgements of one group commit (4)
-    assert len(ids) - n <= 8
+    # most the concurrency (4) running plus what finished while the last group commit was
+    # being written (handler threads go on with the next held jobs meanwhile): a few
+    # jobs at this pace, more when a loaded machine slows the commit (up to 10 seen on
+    # PostgreSQL with a load average of 13); 4 x concurrency leaves room for that
+    assert len(ids) - n <= 4 + 16
 
 
 def _done_keys(url: str) -> set[str]:

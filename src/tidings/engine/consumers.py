@@ -90,8 +90,8 @@ class QueueState:
 MAX_PREFETCH = 256
 PACED_PREFETCH = 2 * MAX_BATCH
 PREFETCH_WINDOW_S = 0.1
-#: Group commits: an acknowledgement waits at most this long for others to join it, unless
-#: FLUSH_BATCH are already waiting or no other handler is running.
+#: Group commits: with short jobs, an acknowledgement waits at most this long for others
+#: to join it, unless FLUSH_BATCH are already waiting or no other handler is running.
 FLUSH_LINGER_S = 0.002
 FLUSH_BATCH = 128
 EXTEND_AFTER = 1 / 3  # of the visibility timeout: when the heartbeat renews a lease
@@ -248,11 +248,6 @@ class Consumer:
 
     # admitting a batch -----------------------------------------------------------------
 
-    def _hold(self, state: QueueState, held: Held) -> Work:
-        work = Work(state, held, extend_at=time.monotonic() + state.visibility_s * EXTEND_AFTER)
-        self._held.add(work)
-        return work
-
     def _let_go(self, work: Work) -> None:
         if work.key is not None:
             work.queue.keys.discard(work.key)
@@ -263,17 +258,20 @@ class Consumer:
     async def _admit(self, state: QueueState, got: list[Held]) -> None:
         candidates: dict[str, Work] = {}
         poison: list[tuple[Work, PoisonMessage]] = []
+        extend_at = time.monotonic() + state.visibility_s * EXTEND_AFTER
+        held_now, registrations, name = self._held, state.registrations, state.name
         for held in got:
-            work = self._hold(state, held)
+            work = Work(state, held, None, None, extend_at)
+            held_now.add(work)
             try:
-                work.job = parse_job(state.name, held.message)
-                if work.job.type not in state.registrations:
+                work.job = job = parse_job(name, held.message)
+                if job.type not in registrations:
                     raise PoisonMessage("NoHandler", f"no handler registered for job type "
-                                        f"{work.job.type!r} on queue {state.name!r}")
+                                        f"{job.type!r} on queue {name!r}")
             except PoisonMessage as exc:
                 poison.append((work, exc))
                 continue
-            key = work.job.key
+            key = job.key
             if key in candidates or key in state.waiting or key in state.keys:
                 state.waiting.setdefault(key, []).append(work)  # waits for our own run
             else:
@@ -444,8 +442,12 @@ class Consumer:
         """Write outcomes as they gather: acknowledgements with their done records, and
         failures with their backoff, each batch one transaction per queue."""
         while any(s.to_ack or s.to_fail for s in self._states):
-            if self._busy and sum(len(s.to_ack) for s in self._states) < FLUSH_BATCH:
-                # More handlers are about to return: a few ms buys a bigger commit.
+            if (self._busy and self.capacity - self.concurrency >= MAX_BATCH
+                    and sum(len(s.to_ack) for s in self._states) < FLUSH_BATCH):
+                # Short jobs (the paced prefetch grew to a full receive: thousands a
+                # second) and more about to return: a few ms buy a bigger commit. Slower
+                # jobs are written at once: a crash re-runs every job that finished and
+                # was not yet acknowledged.
                 await asyncio.sleep(FLUSH_LINGER_S)
             for state in self._states:
                 if state.to_ack:

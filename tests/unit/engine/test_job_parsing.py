@@ -1,5 +1,6 @@
-"""parse_job's fast path (the scanner alone, Job's fields set at once) reads every body
-exactly as `json.loads` and the Job constructor would."""
+"""The consumer's fast paths build what the plain constructors would: parse_job (the
+scanner alone, Job's fields set at once) reads every body exactly as `json.loads` and the
+Job constructor would, and a held message's receipt is the message's own."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from tidings.engine.app import Job, PoisonMessage, occurrence_text, parse_job
+from tidings.engine.jobs import _receipt
 from tidings.store.rows import stored_message
 
 
@@ -62,3 +64,10 @@ def test_what_is_not_a_job_body_is_poison(body: str) -> None:
     with pytest.raises(PoisonMessage) as err:
         parse_job("q", message(body))
     assert err.value.code == "NotAJob"
+
+
+def test_a_held_messages_receipt_is_the_messages_own() -> None:
+    m = message('{"type": "t", "id": "x"}')
+    got, want = _receipt(3, m), m.receipt(3)
+    assert got == want and repr(got) == repr(want) and hash(got) == hash(want)
+    assert got.received_at is None
