@@ -21,6 +21,12 @@ log = logging.getLogger("tidings.sweeper")
 #: How often the sweeper makes deleted rows' space reusable when the database does not do
 #: it by itself (PostgreSQL with autovacuum off): a soak at 4,000 rows/s stays bounded.
 RECLAIM_EVERY_S = 30.0
+#: Expired messages and forgotten job ids per transaction: 1,000 expired messages hold
+#: SQLite's writer ~5 ms of CPU, 5,000 (one pass's worth before) ~26 ms, which every
+#: firing and send in the meantime waited out.
+EXPIRE_STEP = 1_000
+#: Transactions of expiry per pass at most (a pass a second: 10,000 messages/s).
+EXPIRE_STEPS = 10
 
 
 class Sweeper:
@@ -41,7 +47,7 @@ class Sweeper:
         while not self._stopping.is_set():
             now = time.monotonic()
             try:
-                expired = await self.bridge.run(self.queues._sweep, self.job_memory_s)
+                expired = await self._expire()
                 metrics.EMAIL_WAITING.set(await self.bridge.run(backlog, self.queues,
                                                                 EMAIL_QUEUE))
                 moved = await self.bridge.run(self.queues._advance_move_tasks, now - last)
@@ -66,6 +72,24 @@ class Sweeper:
                 await asyncio.wait_for(self._stopping.wait(), min(self.interval_s, 1.0))
             except TimeoutError:
                 pass
+
+    async def _expire(self) -> int:
+        """Messages past retention and job ids past their memory, `EXPIRE_STEP` rows per
+        transaction, so the writer is free between two of them."""
+        expired = 0
+        for _ in range(EXPIRE_STEPS):
+            if self._stopping.is_set():
+                break
+            n, forgotten = await self.bridge.run(self._expire_step)
+            expired += n
+            if n < EXPIRE_STEP and forgotten < EXPIRE_STEP:
+                break
+        return expired
+
+    def _expire_step(self) -> tuple[int, int]:
+        store, now = self.queues.store, self.queues.clock.now_ms()
+        return (store.expire_messages(now, EXPIRE_STEP),
+                store.forget_jobs(now - self.job_memory_s * 1000, EXPIRE_STEP))
 
     async def _trim_firings(self, firings: FiringLog) -> None:
         """The history's old rows, `TRIM_STEP` per transaction: between two of them the

@@ -1,0 +1,55 @@
+"""The sweeper's expiry on every backend: messages past retention go in short
+transactions (`EXPIRE_STEP` rows each), at most `EXPIRE_STEPS` of them per pass."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tidings.client import Tidings
+from tidings.clock import FrozenClock
+from tidings.engine import sweeper as sweeper_module
+from tidings.engine.bridge import Bridge
+from tidings.engine.sweeper import Sweeper
+from tidings.model.messages import OutgoingMessage
+
+
+def fill(t: Tidings, n: int) -> None:
+    t.queues.create_queue("short", retention_s=60)
+    for start in range(0, n, 10):
+        t.queues.send_batch("short", [OutgoingMessage("x", entry_id=str(i))
+                                      for i in range(min(10, n - start))])
+
+
+def test_expiry_runs_in_short_transactions(t: Tidings, clock: FrozenClock,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sweeper_module, "EXPIRE_STEP", 40)
+    fill(t, 100)
+    clock.advance(61_000)
+    sweeper = Sweeper(t.queues, Bridge(1), interval_s=5, job_memory_s=60)
+    steps: list[tuple[int, int]] = []
+    step = sweeper._expire_step
+
+    def counted() -> tuple[int, int]:
+        steps.append(got := step())
+        return got
+
+    sweeper._expire_step = counted  # type: ignore[method-assign]
+    assert asyncio.run(sweeper._expire()) == 100
+    assert [expired for expired, _ in steps] == [40, 40, 20]
+    assert t.queues.describe("short").counts.visible == 0
+
+
+def test_a_pass_expires_at_most_its_share_the_next_pass_the_rest(
+        t: Tidings, clock: FrozenClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sweeper_module, "EXPIRE_STEP", 10)
+    monkeypatch.setattr(sweeper_module, "EXPIRE_STEPS", 2)
+    fill(t, 50)
+    clock.advance(61_000)
+    sweeper = Sweeper(t.queues, Bridge(1), interval_s=5, job_memory_s=60)
+    assert asyncio.run(sweeper._expire()) == 20
+    assert t.queues.describe("short").counts.visible == 30
+    assert asyncio.run(sweeper._expire()) == 20
+    assert asyncio.run(sweeper._expire()) == 10
+    assert t.queues.describe("short").counts.visible == 0
