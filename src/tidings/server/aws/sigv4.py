@@ -219,6 +219,8 @@ def _decoded_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def _parse_credential(credential: str, where: str) -> tuple[str, str, str, str]:
+    """The access key, date, region and service of a credential scope: the first four
+    fields of `_Auth`, in its order."""
     parts = credential.split("/")
     if len(parts) != 5:
         raise _incomplete(
@@ -268,24 +270,14 @@ def _parse_header_auth(value: str, headers: dict[str, list[str]]) -> _Auth:
         )
     if missing:
         raise _incomplete(" ".join(missing) + f" Authorization={value}")
-    access_key, scope_date, scope_region, scope_service = _parse_credential(
-        fields["Credential"], "Authorization header"
-    )
+    credential = _parse_credential(fields["Credential"], "Authorization header")
     timestamp, timestamp_ms = (
         _parse_amz_date(amz_date[0].strip()) if amz_date
         else _parse_http_date(http_date[0] if http_date else "")
     )
-    return _Auth(
-        access_key=access_key,
-        scope_date=scope_date,
-        region=scope_region,
-        service=scope_service,
-        signed_headers=_parse_signed_headers(fields["SignedHeaders"]),
-        signature=fields["Signature"],
-        timestamp=timestamp,
-        timestamp_ms=timestamp_ms,
-        expires_s=None,
-    )
+    return _Auth(*credential, signed_headers=_parse_signed_headers(fields["SignedHeaders"]),
+                 signature=fields["Signature"], timestamp=timestamp, timestamp_ms=timestamp_ms,
+                 expires_s=None)
 
 
 def _parse_query_auth(pairs: list[tuple[str, str]]) -> _Auth:
@@ -300,9 +292,7 @@ def _parse_query_auth(pairs: list[tuple[str, str]]) -> _Auth:
         )
     if params["X-Amz-Algorithm"] != ALGORITHM:
         raise _incomplete(f'X-Amz-Algorithm only supports "{ALGORITHM}"')
-    access_key, scope_date, scope_region, scope_service = _parse_credential(
-        params["X-Amz-Credential"], "X-Amz-Credential"
-    )
+    credential = _parse_credential(params["X-Amz-Credential"], "X-Amz-Credential")
     expires_text = params["X-Amz-Expires"]
     if not expires_text.isdigit() or not 1 <= int(expires_text) <= MAX_PRESIGN_EXPIRES_S:
         raise _incomplete(
@@ -310,17 +300,10 @@ def _parse_query_auth(pairs: list[tuple[str, str]]) -> _Auth:
             f" got '{expires_text}'"
         )
     timestamp, timestamp_ms = _parse_amz_date(params["X-Amz-Date"])
-    return _Auth(
-        access_key=access_key,
-        scope_date=scope_date,
-        region=scope_region,
-        service=scope_service,
-        signed_headers=_parse_signed_headers(params["X-Amz-SignedHeaders"]),
-        signature=params["X-Amz-Signature"],
-        timestamp=timestamp,
-        timestamp_ms=timestamp_ms,
-        expires_s=int(expires_text),
-    )
+    return _Auth(*credential,
+                 signed_headers=_parse_signed_headers(params["X-Amz-SignedHeaders"]),
+                 signature=params["X-Amz-Signature"], timestamp=timestamp,
+                 timestamp_ms=timestamp_ms, expires_s=int(expires_text))
 
 
 def _parse_amz_date(text: str) -> tuple[str, int]:
