@@ -22,7 +22,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from tidings.errors import BatchError, NotFoundError, TidingsError, ValidationError
-from tidings.model.digests import MessageAttributeValue
+from tidings.model.digests import MessageAttributeValue, decode_binary
 from tidings.server.errors import error_info
 
 NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
@@ -344,13 +344,8 @@ def parse_message_attributes(raw: Any, field: str) -> dict[str, MessageAttribute
     for name, spec in raw.items():
         if not isinstance(spec, dict) or not isinstance(spec.get("DataType"), str):
             raise ValidationError(f"{field}.{name}", "needs a DataType")
-        binary, data = spec.get("BinaryValue"), None
-        if binary is not None:
-            try:
-                data = base64.b64decode(str(binary), validate=True)
-            except ValueError:
-                raise ValidationError(f"{field}.{name}.BinaryValue",
-                                      "must be base64-encoded") from None
+        data = decode_binary(spec.get("BinaryValue"), f"{field}.{name}.BinaryValue",
+                             "must be base64-encoded")
         text = spec.get("StringValue")
         out[str(name)] = MessageAttributeValue(
             spec["DataType"], None if text is None else str(text), data)
