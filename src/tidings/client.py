@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from contextlib import AbstractContextManager
 from typing import Any
 
 from tidings.clock import Clock, SteppedClock, SystemClock
@@ -25,7 +26,7 @@ from tidings.store.base import Store
 from tidings.targets.guard import WebhookGuard
 
 
-class Tidings:
+class Tidings(AbstractContextManager["Tidings"]):
     """A handle on one tidings database: `t.queues`, `t.schedules`, `t.email`, `t.campaigns`.
 
     Thread-safe. Close it (or use `with`) to release the database.
@@ -87,10 +88,7 @@ class Tidings:
             close()
         self.store.close()
 
-    def __enter__(self) -> Tidings:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
