@@ -24,6 +24,7 @@ from typing import Any
 from tidings.clock import Clock
 from tidings.email.sesv2 import parse_send_email
 from tidings.engine.bridge import bulk_writer
+from tidings.engine.queues import named_queue
 from tidings.errors import (
     ConflictError,
     GroupNotFound,
@@ -215,12 +216,8 @@ class ScheduleService:
                 raise ValidationError("Target.SqsParameters.MessageGroupId",
                                       "is required for a FIFO queue target")
         if target.dead_letter_queue is not None:
-            try:
-                dlq = self.store.get_queue(target.dead_letter_queue)
-            except QueueNotFound:
-                raise ValidationError("Target.DeadLetterConfig.Arn",
-                                      f"queue {target.dead_letter_queue!r} does not exist")\
-                    from None
+            dlq = named_queue(self.store, target.dead_letter_queue,
+                              "Target.DeadLetterConfig.Arn")
             if dlq.attributes.fifo:
                 raise ValidationError("Target.DeadLetterConfig.Arn",
                                       "must be a standard queue (FIFO is not supported)")
