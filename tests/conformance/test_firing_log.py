@@ -134,3 +134,22 @@ def test_a_sweeper_pass_trims_in_several_short_transactions(t: Tidings,
     asyncio.run(sweeper._trim_firings(log))
     assert calls == [TRIM_STEP, TRIM_STEP, 3]
     assert t.firing_log.recent(1) == []
+
+
+def test_a_new_schedule_shows_none_of_a_deleted_ones_history(
+        t: Tidings, clock: FrozenClock, dispatcher: Dispatcher) -> None:
+    # SQLite gives a new row the id of the deleted row that had the highest id: the
+    # schedule page must not show the old schedule's firings as the new one's.
+    t.queues.create_queue("jobs")
+    clock.set(ms("2026-01-01T00:00:00"))
+    jobs = Target(TargetKind.QUEUE, "jobs")
+    old = t.schedules.create(ScheduleSpec("old", "rate(1 minute)", jobs))
+    clock.advance(60_000)
+    assert dispatcher.fire_due() == 1
+    assert len(t.schedule_search.detail("default", "old").firings) == 1
+    t.schedules.delete("old")
+    clock.advance(1)
+    new = t.schedules.create(ScheduleSpec("new", "rate(1 hour)", jobs))
+    if t.store.driver.name == "sqlite":
+        assert new.id == old.id  # the case this guards against
+    assert t.schedule_search.detail("default", "new").firings == []

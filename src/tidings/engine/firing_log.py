@@ -64,10 +64,14 @@ class FiringLog:
         self.store.record_firings([outcome_row(schedule_id, occurrence, self.clock.now_ms(),
                                                outcome, attempts, detail)])
 
-    def recent(self, schedule_id: int, limit: int = SHOWN) -> list[FiringRecord]:
-        """The schedule's last firings with a final outcome, newest first."""
+    def recent(self, schedule_id: int, limit: int = SHOWN, *,
+               since: int = 0) -> list[FiringRecord]:
+        """The schedule's last firings with a final outcome, newest first, recorded at or
+        after `since`: pass the schedule's creation instant, since SQLite hands a new row
+        the id of a deleted one that had the highest id, whose history would show as its
+        own otherwise."""
         return [FiringRecord(r.occurrence, r.at, r.outcome, r.attempts, r.detail)
-                for r in self.store.recent_firings(schedule_id, limit)]
+                for r in self.store.recent_firings(schedule_id, since, limit)]
 
     def trim(self, limit: int = TRIM_STEP) -> int:
         """Forget rows older than the history keeps (at most `limit`, in one transaction)."""

@@ -189,4 +189,4 @@ class ScheduleSearch:
                 DeliveryQuery(schedule_prefix=key, created_from=now - 7 * 86_400_000), 0, 200)
             deliveries = [d for d in recent if d.schedule == key][-10:][::-1]
         return ScheduleDetail(s, describe(s.spec.expression, s.spec.timezone), upcoming,
-                              deliveries, self.firings.recent(s.id))
+                              deliveries, self.firings.recent(s.id, since=s.created_at))

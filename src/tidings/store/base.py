@@ -343,8 +343,9 @@ class ScheduleStore(Protocol):
         """Add rows to the firing history, in one statement."""
         ...
 
-    def recent_firings(self, schedule_id: int, limit: int) -> list[FiringOutcome]:
-        """The schedule's last `limit` recorded outcomes, newest first."""
+    def recent_firings(self, schedule_id: int, since: int,
+                       limit: int) -> list[FiringOutcome]:
+        """The schedule's last `limit` outcomes recorded at or after `since`, newest first."""
         ...
 
     def trim_firings(self, before: int, limit: int) -> int:

@@ -208,11 +208,12 @@ class SqlSchedules(SqlBase):
             with self.driver.tx() as conn:
                 self.driver.run_each(conn, "insert_firings", outcomes)
 
-    def recent_firings(self, schedule_id: int, limit: int) -> list[FiringOutcome]:
+    def recent_firings(self, schedule_id: int, since: int,
+                       limit: int) -> list[FiringOutcome]:
         return [FiringOutcome(schedule_id, int(occ), int(at), str(outcome), int(attempts),
                               detail)
                 for occ, at, outcome, attempts, detail in
-                self._all("recent_firings", (schedule_id, limit))]
+                self._all("recent_firings", (schedule_id, since, limit))]
 
     def trim_firings(self, before: int, limit: int) -> int:
         # Ids grow with time: the rows to delete are the lowest ids, found by a scan in id

@@ -839,7 +839,7 @@ RETURNING schedule_id;
 
 -- name: recent_firings
 SELECT occurrence, at, outcome, attempts, detail FROM firings
-WHERE schedule_id = %s ORDER BY id DESC LIMIT %s;
+WHERE schedule_id = %s AND at >= %s ORDER BY id DESC LIMIT %s;
 
 -- name: firings_trim_bound
 -- The first id below the bound young enough to keep: the scan, in id order, stops there,

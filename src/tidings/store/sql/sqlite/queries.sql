@@ -695,7 +695,7 @@ VALUES (?, ?, ?, ?, ?, ?);
 
 -- name: recent_firings
 SELECT occurrence, at, outcome, attempts, detail FROM firings
-WHERE schedule_id = ? ORDER BY id DESC LIMIT ?;
+WHERE schedule_id = ? AND at >= ? ORDER BY id DESC LIMIT ?;
 
 -- name: firings_trim_bound
 -- The first id below the bound young enough to keep: the scan, in id order, stops there,
