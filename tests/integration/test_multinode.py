@@ -82,6 +82,15 @@ class Nodes:
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
 
+    def wait_logged(self, text: str) -> None:
+        """Wait until every node's log has `text` (a `tidings worker` has no port to ask)."""
+        for i, (proc, _) in enumerate(self.procs):
+            deadline = time.monotonic() + 90
+            while text not in (self.tmp_path / f"node-{i}.log").read_text(errors="replace"):
+                assert proc.poll() is None, "a node exited at start"
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+
     def stop(self) -> None:
         for proc, _ in self.procs:
             if proc.poll() is None:
@@ -184,11 +193,13 @@ def test_kill_9_of_one_node_mid_dispatch_others_finish_exactly_once(
 
 APP = textwrap.dedent("""
     import os
+    import time
     from tidings import App
     app = App(queue="work")
 
     @app.handler("task")
     def task(job):
+        time.sleep(0.001)  # a job that takes a moment: no node's prefetch swallows the queue
         with open(os.environ["JOB_LOG"], "a") as f:
             f.write(f"{os.getpid()} {job.id}\\n")
 """)
@@ -200,17 +211,20 @@ def test_consumers_on_three_nodes_drain_one_queue_once_per_job(
     (tmp_path / "multiapp.py").write_text(APP)
     os.environ["JOB_LOG"] = str(tmp_path / "jobs.log")
     n = 3000
-    with Tidings(settings=Settings(db=pg)) as t:
-        t.queues.create_queue("work", visibility_timeout_s=60)
-        for base in range(0, n, 10):
-            t.queues.send_batch("work", [OutgoingMessage(
-                json.dumps({"type": "task", "id": str(base + i)}), entry_id=str(i))
-                for i in range(10)])
-        # a few jobs sent twice: the idempotent consumer runs them once
-        for dup in range(0, 30):
-            t.queues.send("work", json.dumps({"type": "task", "id": str(dup)}))
     try:
-        nodes.start(3, "--app", "multiapp:app", command="worker")
+        with Tidings(settings=Settings(db=pg)) as t:
+            t.queues.create_queue("work", visibility_timeout_s=60)
+            # Every node consuming before the jobs arrive: one that started first could
+            # otherwise drain the whole queue before the last one had imported its app.
+            nodes.start(3, "--app", "multiapp:app", command="worker")
+            nodes.wait_logged("tidings worker on")
+            for base in range(0, n, 10):
+                t.queues.send_batch("work", [OutgoingMessage(
+                    json.dumps({"type": "task", "id": str(base + i)}), entry_id=str(i))
+                    for i in range(10)])
+            # a few jobs sent twice: the idempotent consumer runs them once
+            for dup in range(0, 30):
+                t.queues.send("work", json.dumps({"type": "task", "id": str(dup)}))
         deadline = time.monotonic() + 120
         while True:
             with Tidings(settings=Settings(db=pg)) as t:
