@@ -130,6 +130,7 @@ class Consumer:
         self._finished = 0  # held jobs whose handler returned, their outcome not yet written
         self._stopping = asyncio.Event()
         self._space = asyncio.Event()
+        self._backlog = False  # the last receive was full: the queue may hold more
         self._idle = asyncio.Event()
         self._ready: deque[Work] = deque()
         self._held: set[Work] = set()
@@ -192,6 +193,7 @@ class Consumer:
             seen = notifier.version(channel)
             try:
                 got = await self.bridge.run(self.jobs.receive, state.record, room)
+                self._backlog = len(got) >= min(room, MAX_BATCH)
                 backoff.reset()
             except StoreUnavailable as exc:
                 await backoff.wait(log, f"consumer of {state.name}", exc, self._stopping)
@@ -221,6 +223,15 @@ class Consumer:
             # Grows at once, shrinks gently: one slow quarter-second (a stalled database,
             # a busy machine) does not halve the batches that follow.
             current = self.capacity - self.concurrency
+            if self._backlog and not self._unstarted():
+                # The handlers ran out of work while the queue held more than the last
+                # receive took: the store is the slow side (say, a firing burst sharing
+                # SQLite's one writer), not the handlers. Each receive, reservation and
+                # acknowledgement waits its turn there, so take more per turn: doubling
+                # (not following the starved pace down) is what lets them catch up.
+                grown = min(max(current * 2, pace), PACED_PREFETCH)
+                self.capacity = self.concurrency + max(current, grown)
+                return
             self.capacity = self.concurrency + max(self.prefetch, pace, current * 3 // 4)
 
     async def _heartbeat(self) -> None:
