@@ -342,14 +342,16 @@ RETURNING queue_id;
 DELETE FROM fifo_dedup WHERE expires_at <= %s;
 
 -- name: forget_done_jobs
-DELETE FROM job_keys WHERE (queue_id, job_key) IN (
-    SELECT queue_id, job_key FROM job_keys WHERE done_at < %s LIMIT %s);
+-- By ctid: a TID scan of the rows the subquery found whatever the planner's statistics say
+-- (with autovacuum off nothing ANALYZEs the table, and the (queue_id, job_key) IN form was
+-- once planned into a minutes-long join over 100,000 rows).
+DELETE FROM job_keys WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM job_keys WHERE done_at < %s LIMIT %s));
 
 -- name: forget_lapsed_jobs
 -- Reservations of consumers that died: their lease ran out long ago.
-DELETE FROM job_keys WHERE (queue_id, job_key) IN (
-    SELECT queue_id, job_key FROM job_keys WHERE state = 'running' AND lease_until < %s
-    LIMIT %s);
+DELETE FROM job_keys WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM job_keys WHERE state = 'running' AND lease_until < %s LIMIT %s));
 
 -- name: movable_messages
 SELECT id, source_queue_id FROM messages WHERE queue_id = %s ORDER BY id LIMIT %s
@@ -824,7 +826,8 @@ SELECT current_setting('autovacuum') <> 'on';
 
 -- name: reclaim_space
 -- Only the tables that churn; SKIP_LOCKED: a table another node is vacuuming is skipped.
-VACUUM (SKIP_LOCKED) messages, schedules, queue_counts, job_keys, fifo_dedup, firings;
+-- ANALYZE too: nothing else refreshes the planner's statistics on such a server.
+VACUUM (SKIP_LOCKED, ANALYZE) messages, schedules, queue_counts, job_keys, fifo_dedup, firings;
 
 -- ---------------------------------------------------------------------------------------
 -- firing outcomes (the console's schedule page; 0011_firings.sql)
