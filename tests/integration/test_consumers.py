@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 import pytest
+from serving import run_until
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
@@ -35,18 +36,7 @@ def run_node_until(t: Tidings, app: App, done: Callable[[], bool], *, timeout: f
                         sweep_interval_s=0.2)
     node = Node(t, settings, app=app)
 
-    async def main() -> None:
-        runner = asyncio.create_task(node.run())
-        deadline = time.monotonic() + timeout
-        while not done() and not runner.done() and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        node.stop()
-        await runner
-
-    try:
-        asyncio.run(main())
-    finally:
-        node.bridge.close()
+    run_until(node, done, timeout=timeout, poll_s=0.02)
     return node
 
 

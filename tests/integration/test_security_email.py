@@ -4,9 +4,7 @@ a real SMTP relay."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 from email_relay import Relay, running_relay
-from serving import running_server
+from serving import run_until, running_server
 
 from tidings.client import Tidings
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
@@ -155,22 +153,8 @@ def test_data_cannot_inject_headers_into_what_is_sent(db_url: str) -> None:
                                                           "\r\nX-Evil: 1"})}}})
             node = Node(t, Settings(db=db_url, email_identities="example.com",
                                     smtp_url=smtp_url, shutdown_grace_s=2))
-
-            async def main() -> None:
-                task = asyncio.create_task(node.run())
-                deadline = time.monotonic() + 30
-                while not relay.received and time.monotonic() < deadline:
-                    await asyncio.sleep(0.05)
-                while t.email.log()[0][0].state is DeliveryState.QUEUED and \
-                        time.monotonic() < deadline:
-                    await asyncio.sleep(0.05)
-                node.stop()
-                await task
-
-            try:
-                asyncio.run(main())
-            finally:
-                node.bridge.close()
+            run_until(node, lambda: bool(relay.received) and
+                      t.email.log()[0][0].state is not DeliveryState.QUEUED)
     [got] = relay.received
     assert got.rcpt_tos == ["ana@example.org"]
     msg = got.message
