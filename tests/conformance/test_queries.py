@@ -13,7 +13,7 @@ STORE = Path(__file__).resolve().parents[2] / "src" / "tidings" / "store"
 ONLY = {
     "sqlite": {"begin", "commit", "rollback", "delete_message", "finish_job", "reserve_job",
                "job_key_states"},
-    "postgres": {"lock", "try_lock", "notify", "copy_messages", "send_messages",
+    "postgres": {"lock", "try_lock", "notify", "wake", "copy_messages", "send_messages",
                  "delete_messages", "stage_schedules", "copy_schedules",
                  "insert_staged_schedules", "finish_jobs", "reserve_job_keys",
                  "current_schema", "set_search_path"},
