@@ -1,0 +1,3 @@
+-- Nothing on SQLite: its free pages stay in the file (on the free list) and are reused.
+-- On PostgreSQL this step stops VACUUM from truncating the tables that churn, which it
+-- does under a lock that stops every reader and writer of the table.
