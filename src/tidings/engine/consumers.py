@@ -81,6 +81,8 @@ class QueueState:
     waiting: dict[str, list[Work]] = field(default_factory=dict)  # job key → duplicates
     to_ack: list[Work] = field(default_factory=list)
     to_fail: list[tuple[Work, str]] = field(default_factory=list)
+    admitting: asyncio.Future[None] | None = None  # the last batch's reservation
+    reserving: int = 0  # messages held whose job keys are being reserved
 
     @property
     def visibility_s(self) -> int:
@@ -178,6 +180,13 @@ class Consumer:
         self._taken_back.extend(cast(list[Work], self.threads.take_back()))
 
     async def _poll(self, state: QueueState) -> None:
+        try:
+            await self._receive_until_stopped(state)
+        finally:
+            if state.admitting is not None:
+                await state.admitting  # what it holds is given back or run, not lost
+
+    async def _receive_until_stopped(self, state: QueueState) -> None:
         backoff = Backoff()
         channel = queue_channel(state.record.id)
         notifier = self.queues.notifier
@@ -199,7 +208,14 @@ class Consumer:
                 await backoff.wait(log, f"consumer of {state.name}", exc, self._stopping)
                 continue
             if got:
-                await self._admit(state, got)
+                # Pipelined: this batch's job keys are reserved (a round trip and a
+                # commit of their own) while the next receive is on its way; one
+                # reservation at a time per queue, in the order of the receives.
+                candidates, poison = self._hold(state, got)
+                if state.admitting is not None:
+                    await state.admitting
+                state.admitting = asyncio.ensure_future(
+                    self._admit(state, candidates, poison))
                 continue
             waiter = asyncio.ensure_future(notifier.wait(channel, seen, POLL_S))
             stopper = asyncio.ensure_future(self._stopping.wait())
@@ -208,7 +224,8 @@ class Consumer:
             stopper.cancel()
 
     def _unstarted(self) -> int:
-        return len(self._ready) + len(self._async_ready) + self.threads.waiting()
+        return (len(self._ready) + len(self._async_ready) + self.threads.waiting()
+                + sum(s.reserving for s in self._states))
 
     def _size_prefetch(self, ran: int, seconds: float) -> None:
         """The default prefetch follows the handlers' pace: what they finish in
@@ -266,7 +283,10 @@ class Consumer:
         if not self._space.is_set():
             self._space.set()
 
-    async def _admit(self, state: QueueState, got: list[Held]) -> None:
+    def _hold(self, state: QueueState, got: list[Held],
+              ) -> tuple[dict[str, Work], list[tuple[Work, PoisonMessage]]]:
+        """Hold a received batch (counted against the room at once) and sort it: job keys
+        to reserve, duplicates of keys held here, poison."""
         candidates: dict[str, Work] = {}
         poison: list[tuple[Work, PoisonMessage]] = []
         extend_at = time.monotonic() + state.visibility_s * EXTEND_AFTER
@@ -287,10 +307,19 @@ class Consumer:
                 state.waiting.setdefault(key, []).append(work)  # waits for our own run
             else:
                 candidates[key] = work
-        if poison:
-            await self._poison(state, poison)
-        if candidates:
-            await self._reserve(state, list(candidates.items()))
+        state.reserving += len(candidates)
+        return candidates, poison
+
+    async def _admit(self, state: QueueState, candidates: dict[str, Work],
+                     poison: list[tuple[Work, PoisonMessage]]) -> None:
+        try:
+            if poison:
+                await self._poison(state, poison)
+            if candidates:
+                await self._reserve(state, list(candidates.items()))
+        finally:
+            state.reserving -= len(candidates)
+            self._space.set()  # the poller waited for these to start: look again
         self._start_ready()
 
     async def _reserve(self, state: QueueState, items: list[tuple[str, Work]]) -> None:
