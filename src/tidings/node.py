@@ -220,7 +220,12 @@ def serve(settings: Settings) -> None:
     # Access lines are logged at info: above it uvicorn would still work out each request's
     # client address and path for a line nobody sees (~1 % of an SQS request's time).
     access_log = settings.log_level in ("info", "debug", "trace")
+    # One socket write per response (server/wire.py): the head and body of an SQS answer
+    # went out in two.
+    from tidings.server.wire import GatheringHttpToolsProtocol
+
     config = uvicorn.Config(asgi, host=settings.host, port=settings.port,
+                            http=GatheringHttpToolsProtocol,
                             log_level=settings.log_level, lifespan="on", access_log=access_log,
                             timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
                             **security)

@@ -15,13 +15,14 @@ from urllib.parse import urlparse
 
 from fastapi import Depends, FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
 from tidings.engine.coalesce import Coalescer
 from tidings.engine.metrics import REGISTRY
 from tidings.server.access import Access
-from tidings.server.aws import mount_sqs
+from tidings.server.aws import is_sqs_json, mount_sqs
 from tidings.server.aws.scheduler import scheduler_routes
 from tidings.server.aws.ses import ses_routes
 from tidings.server.console import console_routes
@@ -33,6 +34,21 @@ from tidings.server.native.deps import Context
 from tidings.server.native.models import HealthOut
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
+
+
+class TidingsApp(FastAPI):
+    """The FastAPI application with a front door for the SQS JSON protocol: those requests
+    go to `sqs_front` (the SQS endpoint behind the same limits as everything else) before
+    FastAPI's own layers (its telemetry check, error, exception and body-limit middleware,
+    the middleware stack), none of which an SQS request uses: they were a tenth of the
+    server's CPU per SendMessage. Every other request takes FastAPI's path."""
+
+    sqs_front: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.sqs_front is not None and is_sqs_json(scope):
+            return await self.sqs_front(scope, receive, send)
+        await super().__call__(scope, receive, send)
 
 
 def backend_name(url: str) -> str:
@@ -74,7 +90,7 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
             if owned:
                 the_bridge.close()
 
-    app = FastAPI(
+    app = TidingsApp(
         title="tidings",
         version=_version(),
         summary="Self-hosted queues: the native JSON API.",
@@ -129,9 +145,10 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
         await the_bridge.run(t.audit.record, actor, face, action, resource)
 
     # Outermost last: the limits see a request before anything reads it. The SQS JSON
-    # requests leave at mount_sqs's middleware, outside the native API's audit trail (SQS
-    # audits its own actions), so they skip its wrapper of every send.
+    # requests enter at the front door, behind the limits too but outside the native API's
+    # audit trail (SQS audits its own actions).
     app.add_middleware(AuditTrail, record=record)
-    mount_sqs(app, t, the_bridge, group_commit)
+    sqs = mount_sqs(app, t, the_bridge, group_commit)
     app.add_middleware(limits.middleware)
+    app.sqs_front = limits.middleware(sqs)
     return app

@@ -3,9 +3,9 @@
 SQS requests arrive as `POST /` with `X-Amz-Target: AmazonSQS.<Action>` (JSON protocol), as
 a form post carrying `Action=<Action>` (query protocol), or as a form post to the queue URL
 itself (`POST /{account_id}/{queue_name}`, how older SDKs address a queue). The entry point
-is a bare ASGI app that an outer middleware calls for `POST /` before FastAPI's router
-(which would first try every native route): the hot path (SendMessage) costs one body read,
-one `json.loads`, one dict lookup and one hop to the store's thread.
+is a bare ASGI app. JSON requests reach it ahead of the FastAPI application
+(server/app.py's `TidingsApp`), behind only the limits: the hot path (SendMessage) costs
+one body read, one `json.loads`, one dict lookup and one hop to the store's thread.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl
 
 from fastapi import FastAPI
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
@@ -184,29 +184,21 @@ async def _respond(send: Send, status: int, content_type: bytes, payload: bytes,
     await send({"type": "http.response.body", "body": payload})
 
 
-class SqsMiddleware:
-    """Sends JSON-protocol SQS requests (`POST /` with `X-Amz-Target: AmazonSQS.*`) straight
-    to the endpoint; everything else goes on to the application and its router."""
-
-    def __init__(self, app: ASGIApp, endpoint: SqsEndpoint) -> None:
-        self.app = app
-        self.endpoint = endpoint
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == "/" and scope["method"] == "POST":
-            for key, value in scope["headers"]:
-                if key == b"x-amz-target":
-                    if value.startswith(b"AmazonSQS."):
-                        return await self.endpoint(scope, receive, send)
-                    break
-        await self.app(scope, receive, send)
+def is_sqs_json(scope: Scope) -> bool:
+    """A JSON-protocol SQS request: `POST /` with `X-Amz-Target: AmazonSQS.*`."""
+    if scope["type"] == "http" and scope["path"] == "/" and scope["method"] == "POST":
+        for key, value in scope["headers"]:
+            if key == b"x-amz-target":
+                return bool(value.startswith(b"AmazonSQS."))
+    return False
 
 
-def mount_sqs(app: FastAPI, t: Tidings, bridge: Bridge, coalescer: Coalescer) -> None:
-    """Serve SQS on `app`: JSON requests by the middleware, query-protocol form posts to `/`
-    and to a queue URL (`POST /{account}/{queue}`) by routes. Call it after every other
-    route is added: their two-segment paths (`POST /v1/queues`) must win over the latter."""
+def mount_sqs(app: FastAPI, t: Tidings, bridge: Bridge, coalescer: Coalescer) -> SqsEndpoint:
+    """Serve the SQS query protocol on `app`: form posts to `/` and to a queue URL
+    (`POST /{account}/{queue}`) by routes. Call it after every other route is added: their
+    two-segment paths (`POST /v1/queues`) must win over the latter. The JSON protocol is
+    the returned endpoint's to answer ahead of the application (`is_sqs_json`)."""
     endpoint = SqsEndpoint(t, bridge, coalescer)
-    app.add_middleware(SqsMiddleware, endpoint=endpoint)
     app.router.routes.append(Route("/", endpoint, methods=["POST"]))
     app.router.routes.append(Route("/{account_id}/{queue_name}", endpoint, methods=["POST"]))
+    return endpoint
