@@ -50,6 +50,8 @@ MAX_CATCH_UP_STEPS = 1_000_000
 FIRST_BATCH = 32
 DELIVERED = Outcome.DELIVERED.value
 _new_row = tuple.__new__
+_new = object.__new__
+_set = object.__setattr__
 
 
 @dataclass
@@ -220,11 +222,15 @@ class Dispatcher:
         elif s.id in batch.refused:
             outcome = outcome_row(s.id, fire_at, now, Outcome.DEAD_LETTERED if messages
                                   else Outcome.DROPPED, 1, batch.refused[s.id])
-        return _PlannedFiring(
-            schedule_id=s.id, claim_token=token, occurrence=occurrence,
-            next_fire_at=nxt, due_at=None if nxt is None else due_of(nxt), delete=delete,
-            fired=fired, messages=messages, occurrence_due=due_of(fire_at),
-            in_target=in_target, outcome=outcome)
+        # Built without the frozen dataclass's `__init__` (11 guarded `setattr`s), one per
+        # firing; every field is set (tests/unit/engine/test_dispatcher_rows.py).
+        planned = _new(_PlannedFiring)
+        _set(planned, "__dict__", {
+            "schedule_id": s.id, "claim_token": token, "occurrence": occurrence,
+            "next_fire_at": nxt, "due_at": None if nxt is None else due_of(nxt),
+            "delete": delete, "fired": fired, "messages": messages, "outcome": outcome,
+            "occurrence_due": due_of(fire_at), "in_target": in_target})
+        return planned
 
     def _context(self, s: Schedule, fire_at: int) -> FiringContext:
         spec = s.spec
@@ -289,9 +295,13 @@ class Dispatcher:
                  dedup: str | None, now: int,
                  attributes: dict[str, MessageAttributeValue] | None = None, *,
                  scheduled_at: int | None = None) -> TargetMessage:
-        return TargetMessage(queue.id, queue.attributes.fifo, self.queues.new_message(
-            queue, body, now=now, group_id=group_id, deduplication_id=dedup,
-            attributes=attributes, scheduled_at=scheduled_at))
+        made = _new(TargetMessage)  # as _PlannedFiring: one per firing
+        _set(made, "__dict__", {
+            "queue_id": queue.id, "fifo": queue.attributes.fifo,
+            "message": self.queues.new_message(
+                queue, body, now=now, group_id=group_id, deduplication_id=dedup,
+                attributes=attributes, scheduled_at=scheduled_at)})
+        return made
 
 
 @dataclass(frozen=True)

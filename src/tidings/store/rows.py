@@ -13,11 +13,14 @@ from tidings.model.email import Delivery, StoredTemplate, Suppression, Suppressi
 from tidings.model.messages import StoredMessage
 from tidings.model.queues import MoveTask, QueueAttributes, QueueRecord
 from tidings.model.schedules import (
+    DEFAULT_RETRY_POLICY,
     ActionAfterCompletion,
+    RetryPolicy,
     Schedule,
     ScheduleGroup,
     ScheduleSpec,
     Target,
+    TargetKind,
 )
 from tidings.model.states import CampaignStatus, DeliveryState, MoveTaskStatus, ScheduleState
 
@@ -56,10 +59,27 @@ def move_task(row: Row) -> MoveTask:
                     moved, to_move, started_at, failure_reason)
 
 
+_KINDS = {k.value: k for k in TargetKind}
+
+
 @lru_cache(maxsize=1024)
 def target_of(text: str) -> Target:
-    """Targets are immutable and mostly shared (a fan-out names one queue): parse once."""
-    return Target.from_json(json.loads(text))
+    """Targets are immutable and mostly shared (a fan-out names one queue): parse once.
+    Built like `schedule`, without `Target.__init__` (its checks passed when the schedule
+    was written): one-shot jobs each carry their own input, so a burst of firings misses
+    this cache on every row and the frozen `__init__` was a quarter of a claim's Python."""
+    doc = json.loads(text)
+    rp = doc.get("retry_policy")
+    options = doc.get("options")
+    made = _new(Target)
+    _set(made, "__dict__", {
+        "kind": _KINDS[doc["kind"]], "destination": doc.get("destination", ""),
+        "input": doc.get("input"), "message_group_id": doc.get("message_group_id"),
+        "retry_policy": RetryPolicy(rp["maximum_retry_attempts"], rp["maximum_event_age_s"])
+        if rp else DEFAULT_RETRY_POLICY,
+        "dead_letter_queue": doc.get("dead_letter_queue"), "role_arn": doc.get("role_arn"),
+        "options": dict(options) if options else {}, "arn": doc.get("arn")})
+    return made
 
 
 _STATES = {s.value: s for s in ScheduleState}

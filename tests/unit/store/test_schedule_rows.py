@@ -7,6 +7,7 @@ import dataclasses
 
 from tidings.model.schedules import (
     ActionAfterCompletion,
+    RetryPolicy,
     Schedule,
     ScheduleSpec,
     ScheduleState,
@@ -35,3 +36,24 @@ def test_a_schedule_row_makes_the_schedule_init_would() -> None:
             assert getattr(made, f.name) == getattr(want, f.name), f.name
     assert got.spec.state is ScheduleState.DISABLED
     assert got.spec.action_after_completion is ActionAfterCompletion.DELETE
+
+
+def test_a_stored_target_makes_the_target_init_would() -> None:
+    targets = [
+        Target(TargetKind.QUEUE, "jobs"),
+        Target(TargetKind.QUEUE, "jobs.fifo", input='{"b": 2}', message_group_id="g",
+               dead_letter_queue="dlq", role_arn="arn:aws:iam::1:role/r",
+               arn="arn:aws:sqs:us-east-1:1:jobs.fifo"),
+        Target(TargetKind.WEBHOOK, "https://example.com/hook", input="x",
+               retry_policy=RetryPolicy(3, 120),
+               options={"headers": {"X-A": "1"}, "timeout_s": 5}),
+        Target(TargetKind.EMAIL, "", input='{"Content": {}}', options={"unsubscribe": True}),
+    ]
+    for target in targets:
+        got = rows.target_of(target_text(target))
+        assert got == target
+        assert set(vars(got)) == {f.name for f in dataclasses.fields(Target)}
+        for f in dataclasses.fields(Target):
+            assert getattr(got, f.name) == getattr(target, f.name), f.name
+        assert got.kind is target.kind
+        assert got.options is not target.options  # its own dict, as from_json makes
