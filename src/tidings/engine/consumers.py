@@ -82,7 +82,6 @@ class QueueState:
     to_ack: list[Work] = field(default_factory=list)
     to_fail: list[tuple[Work, str]] = field(default_factory=list)
     admitting: asyncio.Future[None] | None = None  # the last batch's reservation
-    reserving: int = 0  # messages held whose job keys are being reserved
 
     @property
     def visibility_s(self) -> int:
@@ -224,8 +223,8 @@ class Consumer:
             stopper.cancel()
 
     def _unstarted(self) -> int:
-        return (len(self._ready) + len(self._async_ready) + self.threads.waiting()
-                + sum(s.reserving for s in self._states))
+        # (a batch being reserved is not counted: the next receive goes out meanwhile)
+        return len(self._ready) + len(self._async_ready) + self.threads.waiting()
 
     def _size_prefetch(self, ran: int, seconds: float) -> None:
         """The default prefetch follows the handlers' pace: what they finish in
@@ -307,19 +306,14 @@ class Consumer:
                 state.waiting.setdefault(key, []).append(work)  # waits for our own run
             else:
                 candidates[key] = work
-        state.reserving += len(candidates)
         return candidates, poison
 
     async def _admit(self, state: QueueState, candidates: dict[str, Work],
                      poison: list[tuple[Work, PoisonMessage]]) -> None:
-        try:
-            if poison:
-                await self._poison(state, poison)
-            if candidates:
-                await self._reserve(state, list(candidates.items()))
-        finally:
-            state.reserving -= len(candidates)
-            self._space.set()  # the poller waited for these to start: look again
+        if poison:
+            await self._poison(state, poison)
+        if candidates:
+            await self._reserve(state, list(candidates.items()))
         self._start_ready()
 
     async def _reserve(self, state: QueueState, items: list[tuple[str, Work]]) -> None:
