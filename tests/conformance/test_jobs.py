@@ -78,3 +78,40 @@ def test_poison_goes_to_the_dlq_at_once_with_its_reason(t: Tidings) -> None:
     assert dead.receive_count == 1 and dead.last_error == "NotAJob: the body is not JSON"
     assert dead.attributes["ERROR_CODE"].string_value == "NotAJob"
     assert dead.dead_letter_source is not None and dead.dead_letter_source.endswith(":jobs")
+
+
+def test_a_group_of_many_receives_and_odd_keys_is_answered_key_by_key(
+        t: Tidings, clock: FrozenClock) -> None:
+    """One reservation and one acknowledgement holding messages of two receives (two lease
+    tokens), keys any text may make (non-ASCII, quotes, on SQLite a NUL: never cut short,
+    never mistaken for each other), and a stale receipt among them. (PostgreSQL text holds
+    no NUL: a job id with one cannot be stored there.)"""
+    q, jobs = t.queues, Jobs(t.queues)
+    rec = q.create_queue("jobs", visibility_timeout_s=30)
+    nul = "\x00" if t.store.url.startswith("sqlite") else "\\0"
+    keys = ['x:é😀', 'x:"q\\u0000"', f"x:a{nul}b", "x:a", "x:done", "x:busy"]
+    for _ in range(len(keys) + 1):
+        q.send("jobs", '{"type": "x"}')
+    early = jobs.receive(rec, 4)
+    late = jobs.receive(rec, 10)
+    held = early + late
+    assert jobs.reserve(rec, [("x:done", held[4])]) == [R]
+    assert jobs.complete(rec.id, [(held[4], "x:done")]) == [True]
+    assert jobs.reserve(rec, [("x:busy", held[5])]) == [R]
+    group = [held[0], held[1], held[2], held[3], held[6], late[-1]]
+    assert jobs.reserve(rec, list(zip(keys, group, strict=True))) == [R, R, R, R, D, B]
+    # "x:a\x00b" is its own key: "x:a" was free, and both are held now
+    assert jobs.reserve(rec, [("x:a", held[5])]) == [B]
+    clock.advance(31_000)  # the first receive's leases run out; their messages come back
+    again = jobs.receive(rec, 10)
+    assert {h.message.message_id for h in again} == {h.message.message_id for h in held[:5]
+                                                      if h is not held[4]} | {
+        held[5].message.message_id, held[6].message.message_id, late[-1].message.message_id}
+    stale = held[0]
+    acks = [(h, k) for h, k in zip(group[:4], keys[:4], strict=True)]
+    assert jobs.complete(rec.id, acks) == [False, False, False, False]  # all stale now
+    assert jobs.reserve(rec, [(k, again[0]) for k in keys[:4]]) == [D, D, D, D]
+    assert stale.receipt.lease_token != again[0].receipt.lease_token
+    fresh = {h.message.message_id: h for h in again}
+    mine = [fresh[h.message.message_id] for h in (held[5], held[6])]
+    assert jobs.complete(rec.id, [(mine[0], "x:busy"), (mine[1], "x:done")]) == [True, True]

@@ -201,6 +201,28 @@ class SQLiteDriver:
 
     def finish_jobs(self, queue_id: int, acks: Sequence[tuple[int, int, str]], now: int,
                     ) -> set[tuple[int, int]]:
+        # A group commit's deletes and done records as a statement per lease token (the
+        # jobs of one receive share theirs) plus one, rather than two statements per job:
+        # ~2.5 µs less per job (bench/consumers.py).
+        q = self.queries
+        keys = _json_texts([key for _, _, key in acks])
+        if keys is None:
+            return self._finish_jobs_each(queue_id, acks, now)
+        by_token: dict[int, list[int]] = {}
+        for row_id, token, _ in acks:
+            by_token.setdefault(token, []).append(row_id)
+        gone: set[tuple[int, int]] = set()
+        with self.tx() as conn:
+            for token, ids in by_token.items():
+                gone.update((row_id, token) for row_id, in conn.execute(
+                    q["delete_leased"], (_json_ints(ids), queue_id, token)))
+            conn.execute(q["finish_job_keys"], (keys, queue_id, now))
+            if gone:
+                conn.execute(q["add_count"], (queue_id, 0, -len(gone)))
+        return gone
+
+    def _finish_jobs_each(self, queue_id: int, acks: Sequence[tuple[int, int, str]],
+                          now: int) -> set[tuple[int, int]]:
         q = self.queries
         with self.tx() as conn:
             done = self.run_each(conn, "delete_message",
@@ -214,19 +236,56 @@ class SQLiteDriver:
 
     def reserve_job_keys(self, queue_id: int, leases: Sequence[tuple[str, int]], until: int,
                          now: int) -> list[tuple[bool, str | None]]:
+        # A statement per lease token (one, for the jobs of one receive) whose RETURNING
+        # names the keys it took, rather than a statement per job.
+        q = self.queries
+        by_token: dict[int, list[str]] = {}
+        for key, token in leases:
+            by_token.setdefault(token, []).append(key)
+        texts = [(token, _json_texts(keys)) for token, keys in by_token.items()]
         with self.tx() as conn:
-            got = self.run_each(conn, "reserve_job", [
-                (key, queue_id, token, until, now) for key, token in leases])
+            if any(text is None for _, text in texts):
+                got = self.run_each(conn, "reserve_job", [
+                    (key, queue_id, token, until, now) for key, token in leases])
+            else:
+                reserved: set[str] = set()
+                for token, text in texts:
+                    reserved.update(key for key, in conn.execute(
+                        q["reserve_job_group"], (text, queue_id, token, until, now)))
+                got = [key in reserved for key, _ in leases]
             taken = [key for (key, _), ok in zip(leases, got, strict=True) if not ok]
-            states = dict(conn.execute(self.queries["job_key_states"], (
-                queue_id, self.array(taken))).fetchall()) if taken else {}
+            states = self._key_states(conn, queue_id, taken) if taken else {}
         return [(ok, None if ok else states.get(key))
                 for (key, _), ok in zip(leases, got, strict=True)]
+
+    def _key_states(self, conn: sqlite3.Connection, queue_id: int, keys: list[str],
+                    ) -> dict[str, str]:
+        text = _json_texts(keys)
+        if text is not None:
+            return dict(conn.execute(self.queries["job_key_states"], (queue_id, text)))
+        found = (conn.execute(self.queries["job_key_state"], (queue_id, key)).fetchone()
+                 for key in keys)
+        return {key: row[0] for key, row in zip(keys, found, strict=True) if row is not None}
 
     def insert_schedule_rows(self, conn: sqlite3.Connection, rows: Sequence[Row]) -> int:
         # Plain tuples: sqlite3 binds an exact tuple by index, a NamedTuple through the
         # generic sequence protocol (a million-row fan-out spent 50 % longer binding).
         return int(conn.executemany(self.queries["insert_schedule"], map(tuple, rows)).rowcount)
+
+
+_texts = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode
+
+
+def _json_texts(values: list[str]) -> str | None:
+    """Strings as a JSON array for json_each, or None when one holds a NUL (json_each
+    cuts a text value at its first NUL: such keys go one statement each). Not ASCII-
+    escaped: the text travels as UTF-8 and comes back out of json_each unchanged."""
+    text = _texts(values)
+    return None if "\\u0000" in text else text
+
+
+def _json_ints(values: list[int]) -> str:
+    return f"[{','.join(map(str, values))}]"
 
 
 class _Autocommit:

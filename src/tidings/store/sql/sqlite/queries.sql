@@ -201,6 +201,22 @@ INSERT INTO job_keys (queue_id, job_key, state, done_at) VALUES (?2, ?1, 'done',
 ON CONFLICT (queue_id, job_key) DO UPDATE SET
     state = 'done', done_at = excluded.done_at, lease_token = NULL, lease_until = NULL;
 
+-- name: finish_job_keys
+-- (job keys as JSON, queue, done at): `finish_job` for a whole group in one statement
+-- (`WHERE true`: an upsert's SELECT needs a WHERE for SQLite to parse its ON CONFLICT).
+INSERT INTO job_keys (queue_id, job_key, state, done_at)
+SELECT ?2, value, 'done', ?3 FROM json_each(?1) WHERE true
+ON CONFLICT (queue_id, job_key) DO UPDATE SET
+    state = 'done', done_at = excluded.done_at, lease_token = NULL, lease_until = NULL;
+
+-- name: delete_leased
+-- (row ids as JSON, queue, lease token): `delete_message` for the messages of one
+-- receive (they share its token), one statement. `+queue_id`: looked up by row id; with
+-- the queue's index the planner walked the whole queue.
+DELETE FROM messages
+WHERE id IN (SELECT value FROM json_each(?1)) AND +queue_id = ?2 AND lease_token = ?3
+RETURNING id;
+
 -- name: reserve_job
 -- (job key, queue, token, until, now): a new key, or one whose holder's lease ran out.
 INSERT INTO job_keys (queue_id, job_key, state, lease_token, lease_until)
@@ -209,9 +225,24 @@ ON CONFLICT (queue_id, job_key) DO UPDATE SET
     lease_token = excluded.lease_token, lease_until = excluded.lease_until
 WHERE job_keys.state = 'running' AND job_keys.lease_until <= ?5;
 
+-- name: reserve_job_group
+-- (job keys as JSON, queue, token, until, now): `reserve_job` for keys sharing a token,
+-- one statement; RETURNING names the keys it took (an upsert whose WHERE fails returns
+-- nothing).
+INSERT INTO job_keys (queue_id, job_key, state, lease_token, lease_until)
+SELECT ?2, value, 'running', ?3, ?4 FROM json_each(?1) WHERE true
+ON CONFLICT (queue_id, job_key) DO UPDATE SET
+    lease_token = excluded.lease_token, lease_until = excluded.lease_until
+WHERE job_keys.state = 'running' AND job_keys.lease_until <= ?5
+RETURNING job_key;
+
 -- name: job_key_states
 SELECT job_key, state FROM job_keys
 WHERE queue_id = ? AND job_key IN (SELECT value FROM json_each(?));
+
+-- name: job_key_state
+-- `job_key_states` for a key json_each cannot carry (one holding a NUL).
+SELECT state FROM job_keys WHERE queue_id = ? AND job_key = ?;
 
 -- name: extend_job
 -- (job key, queue, token, until)
