@@ -57,13 +57,9 @@ def ago(ms: int | None, now: int) -> str:
     if ms is None:
         return "—"
     s = max((now - ms) // 1000, 0)
-    if s < 60:
-        return f"{s} s ago"
     if s < 3600:
-        return f"{s // 60} min ago"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60} min ago"
-    return f"{s // 86400} d ago"
+        return f"{s} s ago" if s < 60 else f"{s // 60} min ago"
+    return f"{_hours(s)} ago" if s < 86400 else f"{s // 86400} d ago"
 
 
 def duration(ms: int | None) -> str:
@@ -72,8 +68,10 @@ def duration(ms: int | None) -> str:
     s = ms // 1000
     if s < 60:
         return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s"
+    return f"{s // 60} min {s % 60} s" if s < 3600 else _hours(s)
+
+
+def _hours(s: int) -> str:
     return f"{s // 3600} h {s % 3600 // 60} min"
 
 
