@@ -23,19 +23,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from tidings.cli.output import (
-    DEFAULT_DB,
-    EXIT_FAILURE,
-    DbOption,
-    JsonOption,
-    emit_json,
-    fail,
-    line,
-    report,
-    stderr,
-    table,
-    tidings,
-)
+from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption
+from tidings.cli.output import EXIT_FAILURE, emit_json, fail, line, report, stderr, table, tidings
 from tidings.clock import iso
 from tidings.engine.campaigns import CampaignService, CampaignView, RecipientStep
 from tidings.engine.fanout import FanoutOptions, FanoutProgress, FanoutSummary

@@ -11,10 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
+from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption
 from tidings.cli.output import (
-    DEFAULT_DB,
-    DbOption,
-    JsonOption,
     all_pages,
     emit_json,
     errors_handled,

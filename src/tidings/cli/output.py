@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -22,21 +22,10 @@ from rich.text import Text
 from tidings.client import Tidings
 from tidings.errors import BatchError, TidingsError, ValidationError
 from tidings.settings import Settings
-from tidings.store import DEFAULT_URL
 
 T = TypeVar("T")
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-
-# The default (None) lets `Settings` read TIDINGS_DB, like every other variable.
-DbOption = Annotated[str | None, typer.Option(
-    "--db", metavar="URL", show_default=False,
-    help="Database: sqlite:///path.db or postgresql://… "
-    f"(env TIDINGS_DB; default {DEFAULT_URL}).")]
-JsonOption = Annotated[bool, typer.Option(
-    "--json", help="Print one JSON document on stdout instead of tables.")]
-
-DEFAULT_DB: str | None = None  # the flag's default: TIDINGS_DB, else DEFAULT_URL
 
 stdout = Console(soft_wrap=False, highlight=False)
 stderr = Console(stderr=True, soft_wrap=True, highlight=False)

@@ -8,39 +8,20 @@ from typing import Annotated, Any
 
 import typer
 
-from tidings.cli.output import (
-    DEFAULT_DB,
-    DbOption,
-    JsonOption,
-    all_pages,
-    emit_json,
-    instant_option,
-    line,
-    report,
-    table,
-    tidings,
-)
-from tidings.cli.security import UrlOption, remote
+from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption, TagOption, UrlOption, key_values
+from tidings.cli.output import all_pages, emit_json, instant_option, line, report, table, tidings
+from tidings.cli.security import on_node_or_db
 from tidings.client import Tidings
 from tidings.errors import ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.queues import MAX_RETENTION_S, RedrivePolicy, check_range
+from tidings.remote import RemoteTidings
 from tidings.server.native.views import message_json, peeked_json, queue_json, send_json
 
 app = typer.Typer(help="Create, inspect and use queues.", no_args_is_help=True)
 
 Name = Annotated[str, typer.Argument(help="Queue name (FIFO queues end with .fifo).",
                                      show_default=False)]
-
-
-def _pairs(values: list[str] | None, option: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in values or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValidationError(option, f"must look like key=value, got {item!r}")
-        out[key] = value
-    return out
 
 
 def _describe(t: Tidings, name: str) -> dict[str, Any]:
@@ -88,8 +69,7 @@ def create(
         help="Receives before a message moves to the dead-letter queue (1-1000).")] = None,
     content_based_dedup: Annotated[bool, typer.Option(
         "--content-based-dedup", help="FIFO: deduplicate by a SHA-256 of the body.")] = False,
-    tag: Annotated[list[str] | None, typer.Option(
-        help="A tag key=value (repeatable).")] = None,
+    tag: TagOption = None,
     db: DbOption = DEFAULT_DB,
     as_json: JsonOption = False,
 ) -> None:
@@ -107,7 +87,7 @@ def create(
             attrs["redrive_policy"] = RedrivePolicy(dlq, max_receive_count)
         if content_based_dedup:
             attrs["content_based_deduplication"] = True
-        t.queues.create_queue(name, **attrs, tags=_pairs(tag, "--tag"))
+        t.queues.create_queue(name, **attrs, tags=key_values(tag, "--tag"))
         doc = _describe(t, name)
     _print_queue(doc, as_json)
 
@@ -120,13 +100,10 @@ def list_(
     as_json: JsonOption = False,
 ) -> None:
     """List queues with their approximate message counts."""
-    with remote(url) as node:
-        if node is not None:
-            docs = [node.get_queue(q["name"]) for q in node.list_queues(prefix)]
-    if node is None:
-        with tidings(db) as t:
-            docs = [queue_json(r, t.queues.describe_record(r).counts) for r in all_pages(
-                lambda token: t.queues.list_queues(prefix, next_token=token))]
+    docs = on_node_or_db(
+        url, db, lambda node: [node.get_queue(q["name"]) for q in node.list_queues(prefix)],
+        lambda t: [queue_json(r, t.queues.describe_record(r).counts) for r in all_pages(
+            lambda token: t.queues.list_queues(prefix, next_token=token))])
     if as_json:
         emit_json({"queues": docs})
         return
@@ -140,12 +117,7 @@ def list_(
 def get(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None,
         as_json: JsonOption = False) -> None:
     """Show a queue's settings, tags and approximate message counts."""
-    with remote(url) as node:
-        if node is not None:
-            doc = node.get_queue(name)
-    if node is None:
-        with tidings(db) as t:
-            doc = _describe(t, name)
+    doc = on_node_or_db(url, db, lambda node: node.get_queue(name), lambda t: _describe(t, name))
     _print_queue(doc, as_json)
 
 
@@ -153,12 +125,8 @@ def get(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None,
 def delete(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None,
            as_json: JsonOption = False) -> None:
     """Delete a queue and every message in it."""
-    with remote(url) as node:
-        if node is not None:
-            node.delete_queue(name)
-    if node is None:
-        with tidings(db) as t:
-            t.queues.delete_queue(name)
+    on_node_or_db(url, db, lambda node: node.delete_queue(name),
+                  lambda t: t.queues.delete_queue(name))
     report(as_json, {"deleted": name}, f"deleted queue {name}")
 
 
@@ -166,12 +134,8 @@ def delete(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None,
 def purge(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None,
           as_json: JsonOption = False) -> None:
     """Delete every message of a queue (at most once a minute, as SQS)."""
-    with remote(url) as node:
-        if node is not None:
-            n = int(node.purge(name).get("purged", 0))
-    if node is None:
-        with tidings(db) as t:
-            n = t.queues.purge_queue(name)
+    n = on_node_or_db(url, db, lambda node: int(node.purge(name).get("purged", 0)),
+                      lambda t: t.queues.purge_queue(name))
     report(as_json, {"queue": name, "purged": n}, f"purged {n} message(s) from {name}")
 
 
@@ -196,22 +160,23 @@ def send(
     """Send one message."""
     text = sys.stdin.read() if body == "-" else body
     at = instant_option("deliver-at", deliver_at)
-    pairs = _pairs(attr, "--attr")
-    with remote(url) as node:
-        if node is not None:
-            options: dict[str, Any] = {
-                "delay_seconds": delay, "deliver_at": at.isoformat() if at else None,
-                "group_id": group_id, "deduplication_id": dedup_id,
-                "attributes": {k: {"data_type": "String", "string_value": v}
-                               for k, v in pairs.items()} or None}
-            doc = node.send(name, text, **{k: v for k, v in options.items() if v is not None})
-    if node is None:
-        with tidings(db) as t:
-            attributes = {k: MessageAttributeValue("String", v) for k, v in pairs.items()}
-            result = t.queues.send(name, text, delay_s=delay, attributes=attributes,
-                                   group_id=group_id, deduplication_id=dedup_id,
-                                   max_delay_s=MAX_RETENTION_S, deliver_at=at)
-        doc = send_json(result)
+    pairs = key_values(attr, "--attr")
+
+    def on_node(node: RemoteTidings) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "delay_seconds": delay, "deliver_at": at.isoformat() if at else None,
+            "group_id": group_id, "deduplication_id": dedup_id,
+            "attributes": {k: {"data_type": "String", "string_value": v}
+                           for k, v in pairs.items()} or None}
+        return node.send(name, text, **{k: v for k, v in options.items() if v is not None})
+
+    def on_db(t: Tidings) -> dict[str, Any]:
+        attributes = {k: MessageAttributeValue("String", v) for k, v in pairs.items()}
+        return send_json(t.queues.send(name, text, delay_s=delay, attributes=attributes,
+                                       group_id=group_id, deduplication_id=dedup_id,
+                                       max_delay_s=MAX_RETENTION_S, deliver_at=at))
+
+    doc = on_node_or_db(url, db, on_node, on_db)
     report(as_json, doc, f"sent {doc['message_id']}")
 
 
@@ -230,21 +195,21 @@ def receive(
     as_json: JsonOption = False,
 ) -> None:
     """Receive messages and print them."""
-    with remote(url) as node:
-        if node is not None:
-            docs = node.receive(name, n, wait_s=wait, visibility_s=visibility_timeout)
-            _print_received(docs, as_json)
-            if delete:  # after printing, so an interrupted print never loses a message
-                for d in docs:
-                    node.delete(name, d["receipt_handle"])
-    if node is None:
-        with tidings(db) as t:
-            got = t.queues.receive(name, n, wait_s=wait, visibility_s=visibility_timeout)
-            _print_received([message_json(m) for m in got], as_json)
-            if delete:
-                # After printing, so an interrupted print never loses a message.
-                for m in got:
-                    t.queues.delete(name, m.receipt_handle)
+    # --delete deletes after printing, so an interrupted print never loses a message.
+
+    def on_node(node: RemoteTidings) -> None:
+        docs = node.receive(name, n, wait_s=wait, visibility_s=visibility_timeout)
+        _print_received(docs, as_json)
+        for d in docs if delete else ():
+            node.delete(name, d["receipt_handle"])
+
+    def on_db(t: Tidings) -> None:
+        got = t.queues.receive(name, n, wait_s=wait, visibility_s=visibility_timeout)
+        _print_received([message_json(m) for m in got], as_json)
+        for m in got if delete else ():
+            t.queues.delete(name, m.receipt_handle)
+
+    on_node_or_db(url, db, on_node, on_db)
 
 
 def _print_received(docs: list[dict[str, Any]], as_json: bool) -> None:

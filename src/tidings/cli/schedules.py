@@ -13,18 +13,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
-from tidings.cli.output import (
-    DEFAULT_DB,
-    DbOption,
-    JsonOption,
-    all_pages,
-    emit_json,
-    errors_handled,
-    line,
-    report,
-    table,
-    tidings,
-)
+from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption, TagOption, key_values
+from tidings.cli.output import all_pages, emit_json, errors_handled, line, report, table, tidings
 from tidings.clock import SystemClock, from_ms
 from tidings.errors import ValidationError
 from tidings.model.schedules import DEFAULT_GROUP, ScheduleSpec, ScheduleState, Target
@@ -289,27 +279,16 @@ def next_(
 GroupName = Annotated[str, typer.Argument(help="Group name.", show_default=False)]
 
 
-def _tags(values: list[str] | None) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in values or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValidationError("--tag", f"must look like key=value, got {item!r}")
-        out[key] = value
-    return out
-
-
 @groups_app.command("create")
 def group_create(
     name: GroupName,
-    tag: Annotated[list[str] | None, typer.Option(help="A tag key=value (repeatable).")]
-    = None,
+    tag: TagOption = None,
     db: DbOption = DEFAULT_DB,
     as_json: JsonOption = False,
 ) -> None:
     """Create a schedule group."""
     with tidings(db) as t:
-        doc = group_json(t.schedules.create_group(name, _tags(tag)),
+        doc = group_json(t.schedules.create_group(name, key_values(tag, "--tag")),
                          t.schedules.group_arn(name))
     report(as_json, doc, f"created schedule group {name}")
 

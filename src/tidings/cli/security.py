@@ -4,34 +4,23 @@ any native API call to a remote node (`--url`/`TIDINGS_URL` with `TIDINGS_TOKEN`
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
-from tidings.cli.output import (
-    DEFAULT_DB,
-    EXIT_USAGE,
-    DbOption,
-    JsonOption,
-    emit_json,
-    errors_handled,
-    fail,
-    table,
-    tidings,
-)
+from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption, UrlOption
+from tidings.cli.output import EXIT_USAGE, emit_json, errors_handled, fail, table, tidings
+from tidings.client import Tidings
 from tidings.clock import iso
 from tidings.remote import RemoteTidings
 from tidings.server.access import Scope, hash_token, new_token
 from tidings.settings import Settings
 
+T = TypeVar("T")
+
 token_app = typer.Typer(help="Make API tokens.", no_args_is_help=True)
-
-UrlOption = Annotated[str | None, typer.Option(
-    "--url", metavar="URL", show_default=False,
-    help="A remote node (env TIDINGS_URL); its token comes from TIDINGS_TOKEN.")]
-
 
 @contextmanager
 def remote(url: str | None) -> Iterator[RemoteTidings | None]:
@@ -44,6 +33,17 @@ def remote(url: str | None) -> Iterator[RemoteTidings | None]:
             return
         with RemoteTidings(url) as node:
             yield node
+
+
+def on_node_or_db(url: str | None, db: str | None, on_node: Callable[[RemoteTidings], T],
+                  on_db: Callable[[Tidings], T]) -> T:
+    """A command that works both ways: through the native API of the node `--url` (or
+    TIDINGS_URL) names, else on the database itself; the two answer the same documents."""
+    with remote(url) as node:
+        if node is not None:
+            return on_node(node)
+    with tidings(db) as t:
+        return on_db(t)
 
 
 @token_app.command("new")
