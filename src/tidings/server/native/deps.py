@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import Depends, Request
+from fastapi import Depends, Query, Request
 
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
@@ -29,6 +29,9 @@ def _context(request: Request) -> Context:
 #: Endpoint parameter type: `ctx: Ctx`. Store calls go `await ctx.bridge.run(...)`, never
 #: straight onto the event loop, where one slow transaction would stall every request.
 Ctx = Annotated[Context, Depends(_context)]
+
+#: The query parameter of every paged listing: the token its previous page ended with.
+NextToken = Annotated[str | None, Query(description="From the previous page.")]
 
 Responses = dict[int | str, dict[str, Any]]
 

@@ -13,7 +13,7 @@ from tidings.engine.queues import BatchFailure
 from tidings.errors import ValidationError
 from tidings.model.messages import OutgoingMessage, validate_batch_ids
 from tidings.model.queues import MAX_RETENTION_S
-from tidings.server.native.deps import Ctx, errors
+from tidings.server.native.deps import Ctx, NextToken, errors
 from tidings.server.native.models import (
     BatchOut,
     DeleteBatchIn,
@@ -94,7 +94,7 @@ async def send_batch(name: str, body: SendBatchIn, ctx: Ctx) -> dict[str, Any]:
 async def peek_messages(
     name: str, ctx: Ctx,
     limit: Annotated[int, Query(description="Up to this many (1-1000).")] = 10,
-    next_token: Annotated[str | None, Query(description="From the previous page.")] = None,
+    next_token: NextToken = None,
 ) -> dict[str, Any]:
     """Read messages in the order a receive would take them, without receiving them: no
     visibility change, no receive counted (for inspecting a dead-letter queue)."""

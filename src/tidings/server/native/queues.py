@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Response, status
 
 from tidings.engine.queues import QueueService
 from tidings.model.queues import MoveTask
-from tidings.server.native.deps import Ctx, errors
+from tidings.server.native.deps import Ctx, NextToken, errors
 from tidings.server.native.models import (
     CreateQueueIn,
     MoveTaskListOut,
@@ -78,7 +78,7 @@ async def list_queues(
     ctx: Ctx,
     prefix: Annotated[str, Query(description="Only queues whose name starts with this.")] = "",
     limit: Annotated[int, Query(description="Page size (1-1000).")] = 1000,
-    next_token: Annotated[str | None, Query(description="From the previous page.")] = None,
+    next_token: NextToken = None,
 ) -> dict[str, Any]:
     """List queues by name, a page at a time."""
     records, token = await ctx.bridge.run(ctx.t.queues.list_queues, prefix, limit=limit,

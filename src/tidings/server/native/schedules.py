@@ -14,7 +14,7 @@ from tidings.engine.schedules import ScheduleService
 from tidings.errors import TidingsError, ValidationError
 from tidings.model.schedules import Schedule, ScheduleSpec, ScheduleState
 from tidings.server.errors import native_error
-from tidings.server.native.deps import Ctx, Responses
+from tidings.server.native.deps import Ctx, NextToken, Responses
 from tidings.server.native.schedule_models import (
     GroupDeletedOut,
     GroupIn,
@@ -130,7 +130,7 @@ async def list_groups(
     ctx: Ctx,
     prefix: Annotated[str, Query(description="Only groups whose name starts with this.")] = "",
     limit: Annotated[int, Query(description="Page size (1-100).")] = 100,
-    next_token: Annotated[str | None, Query(description="From the previous page.")] = None,
+    next_token: NextToken = None,
 ) -> dict[str, Any]:
     """Schedule groups in name order."""
     return await ctx.bridge.run(_list_groups, ctx.t.schedules, prefix, limit, next_token)
@@ -179,7 +179,7 @@ async def list_schedules(
     prefix: Annotated[str, Query(description="Only names starting with this.")] = "",
     state: Annotated[str | None, Query(description="ENABLED or DISABLED.")] = None,
     limit: Annotated[int, Query(description="Page size (1-1000).")] = 100,
-    next_token: Annotated[str | None, Query(description="From the previous page.")] = None,
+    next_token: NextToken = None,
 ) -> dict[str, Any]:
     """Schedules ordered by group, then name."""
     return await ctx.bridge.run(_list, ctx.t.schedules, group, prefix, state, limit, next_token)
