@@ -12,9 +12,7 @@ Rules (documented for users in docs/schedules.md):
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, replace
@@ -25,6 +23,7 @@ from tidings.clock import Clock
 from tidings.email.sesv2 import parse_send_email
 from tidings.engine.bridge import bulk_writer
 from tidings.engine.queues import named_queue
+from tidings.engine.schedule_groups import ScheduleGroups
 from tidings.errors import (
     ConflictError,
     GroupNotFound,
@@ -35,16 +34,15 @@ from tidings.errors import (
     ValidationError,
 )
 from tidings.model.email import EmailMessage
-from tidings.model.queues import QueueRecord, check_range, validate_tags
+from tidings.model.paging import compound_after, compound_token
+from tidings.model.queues import QueueRecord, check_range
 from tidings.model.schedules import (
     DEFAULT_GROUP,
     Schedule,
-    ScheduleGroup,
     ScheduleSpec,
     ScheduleState,
     Target,
     TargetKind,
-    check_name,
 )
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
 from tidings.store.base import NewSchedule, Store
@@ -123,7 +121,7 @@ class CreateResult:
 Placed = tuple[int, ScheduleSpec] | CreateResult
 
 
-class ScheduleService:
+class ScheduleService(ScheduleGroups):
     def __init__(self, store: Store, clock: Clock, notifier: Notifier, *,
                  arn_prefix: str = "arn:aws:scheduler:us-east-1:000000000000",
                  queue_lookup: Callable[[str], QueueRecord] | None = None,
@@ -144,55 +142,6 @@ class ScheduleService:
 
     def schedule_arn(self, group: str, name: str) -> str:
         return f"{self.arn_prefix}:schedule/{group}/{name}"
-
-    def group_arn(self, group: str) -> str:
-        return f"{self.arn_prefix}:schedule-group/{group}"
-
-    # groups -----------------------------------------------------------------------------
-
-    def create_group(self, name: str, tags: dict[str, str] | None = None, *,
-                     client_token: str | None = None) -> ScheduleGroup:
-        """A create repeating the `client_token` of the one that made the group (a retry,
-        as AWS SDKs send it) answers with that group instead of ConflictException."""
-        check_name("Name", name)
-        validate_tags(tags or {})
-        if client_token is not None and not 1 <= len(client_token) <= 64:
-            raise ValidationError("ClientToken", "must be 1-64 characters")
-        if not self.store.create_group(name, dict(tags or {}), self.clock.now_ms(),
-                                       client_token):
-            existing = self.store.get_group(name)
-            if client_token is not None and existing.client_token == client_token:
-                return existing
-            raise ConflictError(f"Schedule group {name} already exists.")
-        return self.store.get_group(name)
-
-    def get_group(self, name: str) -> ScheduleGroup:
-        return self.store.get_group(name)
-
-    def list_groups(self, prefix: str = "", *, limit: int = 100,
-                    next_token: str | None = None) -> tuple[list[ScheduleGroup], str | None]:
-        check_range("MaxResults", limit, 1, 100)
-        after = _untoken(next_token)[0] if next_token else None
-        groups = self.store.list_groups(prefix, after, limit + 1)
-        more = len(groups) > limit
-        groups = groups[:limit]
-        return groups, (_token([groups[-1].name]) if more else None)
-
-    def delete_group(self, name: str) -> int:
-        if name == DEFAULT_GROUP:
-            raise ValidationError("Name", "the default schedule group cannot be deleted")
-        return self.store.delete_group(name)
-
-    def tag_group(self, name: str, tags: dict[str, str]) -> None:
-        group = self.store.get_group(name)
-        merged = {**group.tags, **tags}
-        validate_tags(merged)
-        self.store.tag_group(name, merged, self.clock.now_ms())
-
-    def untag_group(self, name: str, keys: Sequence[str]) -> None:
-        group = self.store.get_group(name)
-        self.store.tag_group(name, {k: v for k, v in group.tags.items() if k not in keys},
-                             self.clock.now_ms())
 
     # schedules --------------------------------------------------------------------------
 
@@ -356,14 +305,14 @@ class ScheduleService:
             raise ValidationError("State", "must be ENABLED or DISABLED")
         after = None
         if next_token:
-            parts = _untoken(next_token)
+            parts = compound_after(next_token)
             if len(parts) != 2:
                 raise ValidationError("NextToken", "is not a token this API returned")
             after = (parts[0], parts[1])
         rows = self.store.list_schedules(group, prefix, state, after, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        return rows, (_token([rows[-1].group, rows[-1].name]) if more else None)
+        return rows, (compound_token([rows[-1].group, rows[-1].name]) if more else None)
 
     def update(self, spec: ScheduleSpec, *, queue_must_exist: bool = True) -> Schedule:
         """Full replace (AWS UpdateSchedule): the next occurrence is recomputed from now."""
@@ -405,20 +354,6 @@ class ScheduleService:
         """A new earliest due instant must not wait for the dispatcher's current sleep."""
         if due_at is not None:
             self.notifier.notify(SCHEDULES_CHANNEL)
-
-
-def _token(parts: list[str]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(parts).encode()).decode()
-
-
-def _untoken(token: str) -> list[str]:
-    try:
-        parts: Any = json.loads(base64.urlsafe_b64decode(token.encode()))
-    except (ValueError, UnicodeDecodeError):
-        raise ValidationError("NextToken", "is not a token this API returned") from None
-    if not isinstance(parts, list) or not all(isinstance(p, str) for p in parts):
-        raise ValidationError("NextToken", "is not a token this API returned")
-    return parts
 
 
 __all__ = ["ScheduleService", "CreateResult", "ScheduleNotFound", "flex_offset_ms"]
