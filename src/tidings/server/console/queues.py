@@ -23,7 +23,11 @@ PEEK = 20
 class QueueRow:
     info: QueueInfo
     oldest_sent_at: int | None
-    dlq: str | None
+
+    @property
+    def dlq(self) -> str | None:
+        policy = self.info.record.attributes.redrive_policy
+        return policy.dead_letter_queue if policy else None
 
 
 @dataclass(frozen=True)
@@ -42,9 +46,7 @@ def queue_rows(q: QueueService, infos: list[QueueInfo]) -> list[QueueRow]:
     out = []
     for info in infos:
         first, _ = q.peek(info.name, limit=1)
-        policy = info.record.attributes.redrive_policy
-        out.append(QueueRow(info, first[0].message.sent_at if first else None,
-                            policy.dead_letter_queue if policy else None))
+        out.append(QueueRow(info, first[0].message.sent_at if first else None))
     return out
 
 
