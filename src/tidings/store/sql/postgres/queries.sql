@@ -839,7 +839,9 @@ SELECT current_setting('autovacuum') <> 'on';
 -- name: reclaim_space
 -- Only the tables that churn; SKIP_LOCKED: a table another node is vacuuming is skipped.
 -- ANALYZE too: nothing else refreshes the planner's statistics on such a server.
-VACUUM (SKIP_LOCKED, ANALYZE) messages, schedules, queue_counts, job_keys, fifo_dedup, firings;
+-- PARALLEL 0: one process, not a worker per index taking every core at once while the
+-- node's firings and receives wait for one (no truncation either: 0013_keep_table_tails).
+VACUUM (SKIP_LOCKED, ANALYZE, PARALLEL 0) messages, schedules, queue_counts, job_keys, fifo_dedup, firings;
 
 -- ---------------------------------------------------------------------------------------
 -- firing outcomes (the console's schedule page; 0011_firings.sql)
