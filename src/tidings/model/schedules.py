@@ -214,10 +214,10 @@ def at_expression(when: datetime, field_name: str = "at") -> str:
     """`at(…)` for an aware datetime, in UTC, to the millisecond (read it with timezone
     "UTC"); a naive datetime is ambiguous, so refused."""
     ms = to_ms(when, field_name)
-    u = from_ms(ms)  # fields formatted by hand: strftime is several times slower
-    text = (f"{u.year:04d}-{u.month:02d}-{u.day:02d}T"
-            f"{u.hour:02d}:{u.minute:02d}:{u.second:02d}")
-    return f"at({text}.{ms % 1000:03d})" if ms % 1000 else f"at({text})"
+    # isoformat (C) gives yyyy-mm-ddThh:mm:ss.fff+00:00 for any year, four digits
+    # included; six f-string fields cost a third of a one-at-a-time create's model work.
+    text = from_ms(ms).isoformat(timespec="milliseconds")
+    return f"at({text[:23]})" if ms % 1000 else f"at({text[:19]})"
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,11 @@ class Driver(Protocol):
         `= ANY(%s)`)."""
         ...
 
+    def insert_id(self, conn: Conn, query: str, params: Sequence[Any]) -> int | None:
+        """Run the named INSERT of at most one row; the new row's id, None if none went
+        in (the PostgreSQL statement returns it; SQLite reads the connection's last one)."""
+        ...
+
     def run_each(self, conn: Conn, query: str, rows: Sequence[Row], key: int = 1,
                  ) -> list[bool]:
         """Run the named statement for every row, in as few round trips as the database

@@ -102,12 +102,12 @@ class SqlSchedules(SqlBase):
                   row.next_fire_at, row.due_at, now, now, s.group)
         with (self.driver.auto() if connection is None
               else self.driver.borrow(connection)) as conn:
-            made = conn.execute(self.q["create_schedule"], params).fetchone()
+            made = self.driver.insert_id(conn, "create_schedule", params)
             if made is not None and row.due_at is not None:
                 self.driver.notify(conn, SCHEDULES_CHANNEL)
         if made is None:
             return None
-        return Schedule(spec=row.spec, id=made[0], next_fire_at=row.next_fire_at,
+        return Schedule(spec=row.spec, id=made, next_fire_at=row.next_fire_at,
                         due_at=row.due_at, last_fired_at=None, created_at=now, modified_at=now)
 
     def insert_schedule_rows(self, rows: Sequence[ScheduleRow],

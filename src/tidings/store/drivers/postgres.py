@@ -140,6 +140,10 @@ class PostgresDriver:
     def array(values: Sequence[Any]) -> list[Any]:
         return list(values)
 
+    def insert_id(self, conn: PgConn, query: str, params: Sequence[Any]) -> int | None:
+        row = conn.execute(self.queries[query], params).fetchone()
+        return None if row is None else int(row[0])
+
     def run_each(self, conn: PgConn, query: str, rows: Sequence[Row], key: int = 1,
                  ) -> list[bool]:
         # The statement takes each column as an array (unnest) and returns the keys of

@@ -365,14 +365,14 @@ ON CONFLICT (group_name, name) DO NOTHING;
 
 -- name: create_schedule
 -- One create in one statement (ScheduleRow's columns, then the group again): only into an
--- existing group, nothing when the name is taken; its id comes back.
+-- existing group, nothing when the name is taken. No RETURNING: the driver's insert_id
+-- reads the row count and the new rowid.
 INSERT INTO schedules (group_name, name, state, expression, timezone, start_at, end_at,
                        flex_minutes, target, action_after_completion, description, client_token,
                        next_fire_at, due_at, created_at, modified_at)
 SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16
 WHERE EXISTS (SELECT 1 FROM schedule_groups WHERE name = ?17)
-ON CONFLICT (group_name, name) DO NOTHING
-RETURNING id;
+ON CONFLICT (group_name, name) DO NOTHING;
 
 -- name: schedule_by_name
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
