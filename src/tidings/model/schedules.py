@@ -53,6 +53,14 @@ class RetryPolicy:
         check_range("RetryPolicy.MaximumEventAgeInSeconds", self.maximum_event_age_s, 60, 86400,
                     " seconds")
 
+    @classmethod
+    def given(cls, attempts: int | None, max_age_s: int | None) -> RetryPolicy:
+        """The policy a request describes: what it leaves out takes AWS's default, never an
+        earlier value (an update replaces the whole schedule)."""
+        default = DEFAULT_RETRY_POLICY
+        return cls(default.maximum_retry_attempts if attempts is None else attempts,
+                   default.maximum_event_age_s if max_age_s is None else max_age_s)
+
 
 DEFAULT_RETRY_POLICY = RetryPolicy()
 

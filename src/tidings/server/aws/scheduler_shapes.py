@@ -198,10 +198,8 @@ class Shapes:
         attempts = _int(retry, "MaximumRetryAttempts", "Target.RetryPolicy.MaximumRetryAttempts")
         age = _int(retry, "MaximumEventAgeInSeconds",
                    "Target.RetryPolicy.MaximumEventAgeInSeconds")
-        default = RetryPolicy()
         try:
-            policy = RetryPolicy(default.maximum_retry_attempts if attempts is None else attempts,
-                                 default.maximum_event_age_s if age is None else age)
+            policy = RetryPolicy.given(attempts, age)
         except ValidationError as exc:  # named from the request's root, as other fields are
             raise ValidationError(f"Target.{exc.field}", exc.rule) from None
         dlq_doc = _obj(doc, "DeadLetterConfig", "Target.DeadLetterConfig") or {}

@@ -63,13 +63,10 @@ def make_target(kind: str, destination: str, *, input: Any = None,
     attempts, 86400 s), since an update is a full replace."""
     if kind not in _KINDS:
         raise ValidationError("target.kind", "must be queue, webhook or function")
-    defaults = RetryPolicy()
-    retry = RetryPolicy(
-        defaults.maximum_retry_attempts if max_retries is None else max_retries,
-        defaults.maximum_event_age_s if max_event_age_s is None else max_event_age_s)
     clean = {k: v for k, v in (options or {}).items() if v is not None}
     return Target(TargetKind(kind), destination, input=input_text(input),
-                  message_group_id=message_group_id, retry_policy=retry,
+                  message_group_id=message_group_id,
+                  retry_policy=RetryPolicy.given(max_retries, max_event_age_s),
                   dead_letter_queue=dead_letter_queue, options=clean)
 
 
