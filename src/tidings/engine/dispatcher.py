@@ -128,14 +128,15 @@ class Dispatcher:
         returns how many schedules were claimed."""
         now = self.clock.now_ms()
         token = secrets.randbits(62)
-        claimed = self.store.claim_due_schedules(now, limit or self.batch, self.claim_ms,
-                                                 token)
-        if not claimed:
-            return 0
-        batch = _Batch(now, {})
-        firings = [self._plan(s, token, batch) for s in claimed]
-        done_at = self.clock.now_ms()
-        held = self.store.complete_firings(firings, done_at)
+        with self.store.firing_pass():
+            claimed = self.store.claim_due_schedules(now, limit or self.batch,
+                                                     self.claim_ms, token)
+            if not claimed:
+                return 0
+            batch = _Batch(now, {})
+            firings = [self._plan(s, token, batch) for s in claimed]
+            done_at = self.clock.now_ms()
+            held = self.store.complete_firings(firings, done_at)
         committed = self.clock.now_ms()  # lateness counts until the firing is durable
         lateness: list[int] = []
         touched: set[int] = set()

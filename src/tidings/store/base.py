@@ -18,6 +18,7 @@ Invariants every backend keeps (`tests/conformance` checks them on both):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
@@ -331,6 +332,11 @@ class ScheduleStore(Protocol):
     def claim_due_schedules(self, now: int, limit: int, claim_ms: int,
                             token: int) -> list[Schedule]:
         """Take up to `limit` schedules due at `now`, earliest first, for `claim_ms`."""
+        ...
+
+    def firing_pass(self) -> AbstractContextManager[None]:
+        """Where the backend gains by it, one transaction around a pass's claim and
+        completion (both still compare-and-set by claim token and occurrence)."""
         ...
 
     def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:

@@ -63,6 +63,12 @@ class Driver(Protocol):
         `= ANY(%s)`)."""
         ...
 
+    def one_transaction(self) -> AbstractContextManager[None]:
+        """Make the calls inside it, on this thread, one transaction where that saves work
+        and nothing else needs their commits sooner (SQLite: one writer, one commit; a
+        kill -9 rolls all of it back). Elsewhere a no-op: each call commits as before."""
+        ...
+
     def insert_id(self, conn: Conn, query: str, params: Sequence[Any]) -> int | None:
         """Run the named INSERT of at most one row; the new row's id, None if none went
         in (the PostgreSQL statement returns it; SQLite reads the connection's last one)."""

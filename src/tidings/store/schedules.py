@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from tidings.errors import GroupNotFound, ScheduleNotFound
@@ -176,6 +177,9 @@ class SqlSchedules(SqlBase):
                    for r in self._all("claim_due", (now + claim_ms, token, now, limit))]
         claimed.sort(key=lambda s: (s.next_fire_at or 0, s.id))
         return claimed
+
+    def firing_pass(self) -> AbstractContextManager[None]:
+        return self.driver.one_transaction()
 
     def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:
         deletes: list[Row] = [(f.schedule_id, f.claim_token, f.occurrence)

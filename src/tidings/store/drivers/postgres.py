@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -139,6 +139,11 @@ class PostgresDriver:
     @staticmethod
     def array(values: Sequence[Any]) -> list[Any]:
         return list(values)
+
+    def one_transaction(self) -> AbstractContextManager[None]:
+        # Each call commits: a claim must be visible (its rows locked, then taken) to the
+        # other nodes' dispatchers at once, not after this one has planned its batch.
+        return nullcontext()
 
     def insert_id(self, conn: PgConn, query: str, params: Sequence[Any]) -> int | None:
         row = conn.execute(self.queries[query], params).fetchone()

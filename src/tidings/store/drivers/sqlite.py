@@ -87,6 +87,9 @@ class SQLiteDriver:
     def tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock, self._transient_errors():
             conn = self._conn
+            if self._joined:  # inside this thread's one_transaction (the lock is ours)
+                yield conn
+                return
             if self._left_open and conn.in_transaction:  # a rollback failed earlier
                 self._rollback(conn)
             conn.execute(self.queries["begin"])
@@ -98,6 +101,19 @@ class SQLiteDriver:
                 # statement may already have rolled it back (SQLite does on SQLITE_FULL).
                 self._rollback(conn)
                 raise
+
+    @contextmanager
+    def one_transaction(self) -> Iterator[None]:
+        # The dispatcher's pass: its claim and its completion were two commits, each
+        # writing every schedule page the batch touched (a burst's rows are scattered
+        # over the table, ~1 page per firing) to the WAL; now one. Other threads wait on
+        # the lock meanwhile, as they would for either statement.
+        with self.tx():
+            self._joined += 1
+            try:
+                yield
+            finally:
+                self._joined -= 1
 
     def auto(self) -> AbstractContextManager[sqlite3.Connection]:
         # A single write statement starts its write transaction before it reads, so an
@@ -120,6 +136,7 @@ class SQLiteDriver:
                 log.exception("SQLite rollback failed; retried before the next transaction")
 
     _left_open = False  # a failed rollback left a transaction open on the connection
+    _joined = 0  # > 0 while the lock's holder is inside one_transaction
     _checkpointer: Checkpointer | None = None
 
     @contextmanager
