@@ -5,8 +5,10 @@ firing in Python (next occurrence, target message), then completes them all in o
 transaction that advances or deletes each schedule *and* writes its messages. The
 completion is a compare-and-set on (claim token, occurrence), so a node that lost its
 claim (paused past `claim_ms`, or killed) writes nothing, and the node that took over
-fires the occurrence once. When nothing is due the loop sleeps until the next due
-instant, woken early when a schedule is created: idle costs one indexed query a second.
+fires the occurrence once. On SQLite the claim and the completion are one transaction
+(`Store.firing_pass`): one writer, so nothing gains by seeing the claim sooner. When
+nothing is due the loop sleeps until the next due instant, woken early when a schedule is
+created: idle costs one indexed query a second.
 
 Missed occurrences (after downtime): a one-shot always fires; a recurring schedule fires
 only its latest missed occurrence, and only if it is younger than its maximum event age.
