@@ -6,7 +6,8 @@ transaction that advances or deletes each schedule *and* writes its messages. Th
 completion is a compare-and-set on (claim token, occurrence), so a node that lost its
 claim (paused past `claim_ms`, or killed) writes nothing, and the node that took over
 fires the occurrence once. On SQLite the claim and the completion are one transaction
-(`Store.firing_pass`): one writer, so nothing gains by seeing the claim sooner. When
+(`Store.firing_pass`): one writer, so nothing gains by seeing the claim sooner, and the
+claim is a plain read (the completion compares the occurrence). When
 nothing is due the loop sleeps until the next due instant, woken early when a schedule is
 created: idle costs one indexed query a second.
 

@@ -331,17 +331,26 @@ class ScheduleStore(Protocol):
     def next_due_at(self) -> int | None: ...
     def claim_due_schedules(self, now: int, limit: int, claim_ms: int,
                             token: int) -> list[Schedule]:
-        """Take up to `limit` schedules due at `now`, earliest first, for `claim_ms`."""
+        """Take up to `limit` schedules due at `now`, earliest first, for `claim_ms`:
+        marked with `token` (due again at `now + claim_ms`), so no other caller takes
+        them meanwhile. Inside a `firing_pass` that is one transaction (SQLite) they are
+        only read: nothing else can write before the pass ends, and a pass that fails is
+        rolled back whole; such a claim is completed in the same pass (with `token`) or
+        not at all (outside it the rows carry no mark, and the completion refuses)."""
         ...
 
     def firing_pass(self) -> AbstractContextManager[None]:
         """Where the backend gains by it, one transaction around a pass's claim and
-        completion (both still compare-and-set by claim token and occurrence)."""
+        completion (SQLite: one writer; its claim is a read, see `claim_due_schedules`).
+        Elsewhere (PostgreSQL) a no-op: each claim must be seen by other nodes at once."""
         ...
 
     def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:
         """Advance or delete each claimed schedule and write its messages, all in one
-        transaction; a firing whose claim no longer holds writes nothing (False)."""
+        transaction; a firing whose claim no longer holds writes nothing (False). The
+        compare-and-set is on (claim token, occurrence); for the rows its own pass read
+        unmarked (same token), on the occurrence alone: nothing else wrote them since, and
+        an occurrence that moved on (fired, replaced) still refuses."""
         ...
 
     def count_schedules(self) -> int: ...

@@ -69,6 +69,12 @@ class Driver(Protocol):
         kill -9 rolls all of it back). Elsewhere a no-op: each call commits as before."""
         ...
 
+    def in_one_transaction(self) -> bool:
+        """True on the thread inside `one_transaction` where it is one transaction: until
+        it ends, nothing else can write (SQLite's write lock is held). Always False where
+        `one_transaction` is a no-op."""
+        ...
+
     def insert_id(self, conn: Conn, query: str, params: Sequence[Any]) -> int | None:
         """Run the named INSERT of at most one row; the new row's id, None if none went
         in (the PostgreSQL statement returns it; SQLite reads the connection's last one)."""

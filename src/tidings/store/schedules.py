@@ -7,8 +7,8 @@ A firing is a compare-and-set on (claim token, occurrence): a node that lost its
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from tidings.errors import GroupNotFound, ScheduleNotFound
@@ -17,7 +17,7 @@ from tidings.model.schedules import Schedule, ScheduleGroup, ScheduleRow, target
 from tidings.notify.base import SCHEDULES_CHANNEL
 from tidings.store import rows
 from tidings.store.base import Firing, FiringOutcome, NewSchedule
-from tidings.store.driver import Conn, Row
+from tidings.store.driver import Conn, Driver, Row
 from tidings.store.sqlbase import SqlBase
 
 
@@ -40,6 +40,11 @@ def schedule_rows(new: Sequence[NewSchedule], now: int) -> list[ScheduleRow]:
 
 
 class SqlSchedules(SqlBase):
+    def __init__(self, driver: Driver) -> None:
+        super().__init__(driver)
+        #: schedule id -> token, for the rows the current pass read unmarked (`read_due`)
+        self._read: dict[int, int] = {}
+
     # groups -----------------------------------------------------------------------------
 
     def create_group(self, name: str, tags: dict[str, str], now: int,
@@ -171,27 +176,52 @@ class SqlSchedules(SqlBase):
 
     def claim_due_schedules(self, now: int, limit: int, claim_ms: int,
                             token: int) -> list[Schedule]:
-        # One statement: claiming moves due_at to the end of the claim, so if this node
-        # dies before completing, the row is simply due again then (no rescuer).
-        claimed = [rows.schedule(r)
-                   for r in self._all("claim_due", (now + claim_ms, token, now, limit))]
+        with self.driver.auto() as conn:
+            if self.driver.in_one_transaction():
+                # Inside a pass that is one transaction (SQLite): read, don't mark. The
+                # write lock is ours until the pass's completion commits, and a kill -9
+                # rolls the pass back, so the rows are due again at once (no claim to
+                # wait out). The completion knows these rows by id and token.
+                found = conn.execute(self.q["read_due"], (now, limit)).fetchall()
+                self._read.update((r[0], token) for r in found)
+            else:
+                # One statement: claiming moves due_at to the end of the claim, so if this
+                # node dies before completing, the row is simply due again then (no rescuer).
+                found = conn.execute(self.q["claim_due"],
+                                     (now + claim_ms, token, now, limit)).fetchall()
+        claimed = [rows.schedule(r) for r in found]
         claimed.sort(key=lambda s: (s.next_fire_at or 0, s.id))
         return claimed
 
-    def firing_pass(self) -> AbstractContextManager[None]:
-        return self.driver.one_transaction()
+    @contextmanager
+    def firing_pass(self) -> Iterator[None]:
+        with self.driver.one_transaction():
+            try:
+                yield
+            finally:
+                self._read.clear()  # a read's rows can only be completed in its pass
 
     def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:
-        deletes: list[Row] = [(f.schedule_id, f.claim_token, f.occurrence)
-                              for f in firings if f.delete]
-        advances: list[Row] = [(f.schedule_id, f.claim_token, f.occurrence, f.next_fire_at,
-                                f.due_at, now if f.fired else None)
-                               for f in firings if not f.delete]
         with self.driver.tx() as conn:
-            held = {r[0] for r, ok in zip(deletes, self.driver.run_each(
-                conn, "delete_fired_schedule", deletes), strict=True) if ok}
-            held.update(r[0] for r, ok in zip(advances, self.driver.run_each(
-                conn, "advance_schedule", advances), strict=True) if ok)
+            read = self._read
+            if read and all(read.get(f.schedule_id) == f.claim_token for f in firings):
+                # Rows this pass read unmarked (`read_due`): nothing else wrote them since,
+                # so the compare-and-set is on the occurrence alone.
+                held = {r[0] for r, ok in zip(*self._each(conn, "delete_read", [
+                    (f.schedule_id, f.occurrence) for f in firings if f.delete]),
+                    strict=True) if ok}
+                held.update(r[0] for r, ok in zip(*self._each(conn, "advance_read", [
+                    (f.schedule_id, f.occurrence, f.next_fire_at, f.due_at,
+                     now if f.fired else None) for f in firings if not f.delete]),
+                    strict=True) if ok)
+            else:
+                held = {r[0] for r, ok in zip(*self._each(conn, "delete_fired_schedule", [
+                    (f.schedule_id, f.claim_token, f.occurrence)
+                    for f in firings if f.delete]), strict=True) if ok}
+                held.update(r[0] for r, ok in zip(*self._each(conn, "advance_schedule", [
+                    (f.schedule_id, f.claim_token, f.occurrence, f.next_fire_at, f.due_at,
+                     now if f.fired else None) for f in firings if not f.delete]),
+                    strict=True) if ok)
             pending: dict[tuple[int, bool], list[NewMessage]] = {}
             for f in firings:
                 if f.schedule_id in held:
@@ -204,6 +234,10 @@ class SqlSchedules(SqlBase):
             if outcomes:  # the batch's history rows: one statement
                 self.driver.run_each(conn, "insert_firings", outcomes)
         return [f.schedule_id in held for f in firings]
+
+    def _each(self, conn: Conn, query: str, params: list[Row],
+              ) -> tuple[list[Row], list[bool]]:
+        return params, self.driver.run_each(conn, query, params)
 
     # firing history ---------------------------------------------------------------------
 

@@ -145,6 +145,10 @@ class PostgresDriver:
         # other nodes' dispatchers at once, not after this one has planned its batch.
         return nullcontext()
 
+    @staticmethod
+    def in_one_transaction() -> bool:
+        return False
+
     def insert_id(self, conn: PgConn, query: str, params: Sequence[Any]) -> int | None:
         row = conn.execute(self.queries[query], params).fetchone()
         return None if row is None else int(row[0])

@@ -115,6 +115,12 @@ class SQLiteDriver:
             finally:
                 self._joined -= 1
 
+    def in_one_transaction(self) -> bool:
+        # Taken (re-entered) so that another thread asking while a pass runs waits for it
+        # and hears False: `_joined` counts only the lock holder's passes.
+        with self._lock:
+            return self._joined > 0
+
     def auto(self) -> AbstractContextManager[sqlite3.Connection]:
         # A single write statement starts its write transaction before it reads, so an
         # autocommit UPDATE … RETURNING is as safe here as inside BEGIN IMMEDIATE.

@@ -421,6 +421,28 @@ RETURNING id, group_name, name, state, expression, timezone, start_at, end_at, f
           target, action_after_completion, description, client_token, next_fire_at, due_at,
           last_fired_at, created_at, modified_at;
 
+-- name: read_due
+-- A firing pass's claim (`Store.firing_pass`: one transaction, BEGIN IMMEDIATE): the write
+-- lock is held from before this read until the pass's completion commits, so nothing else
+-- can write these rows meanwhile and marking them (rewriting each row, moving it in the
+-- due_at index) would only cost; a kill -9 mid-pass rolls everything back, leaving them due.
+SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
+       target, action_after_completion, description, client_token, next_fire_at, due_at,
+       last_fired_at, created_at, modified_at
+FROM schedules WHERE due_at <= ? ORDER BY due_at LIMIT ?;
+
+-- name: advance_read
+-- (id, occurrence, next fire at, due at, fired at): `advance_schedule` for a row read by
+-- `read_due` in this same transaction: no claim token to compare, the compare-and-set is on
+-- the occurrence (the row count is checked).
+UPDATE schedules SET next_fire_at = ?3, due_at = ?4, claim_token = NULL,
+    last_fired_at = COALESCE(?5, last_fired_at)
+WHERE id = ?1 AND next_fire_at = ?2;
+
+-- name: delete_read
+-- (id, occurrence): `delete_fired_schedule` for a row read by `read_due` in this transaction
+DELETE FROM schedules WHERE id = ?1 AND next_fire_at = ?2;
+
 -- name: advance_schedule
 -- (id, claim token, occurrence, next fire at, due at, fired at): compare-and-set on the
 -- claim and the occurrence, so an occurrence advances (fires) once.
