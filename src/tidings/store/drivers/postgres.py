@@ -5,9 +5,7 @@ server-side binding and a pool that reconnects by itself after a server restart.
 and claims use `FOR UPDATE SKIP LOCKED` (in the SQL), so nodes take disjoint rows instead
 of queueing on each other's locks; every write that makes something receivable or due
 also issues `pg_notify('tidings', channel)`, which the `PostgresNotifier` of every node
-turns into a local wake-up (a lost notification only costs the fallback poll). The
-notifications of tidings' own transactions go out just after their commit, in a transaction
-of their own that does not wait for its WAL flush (see `_wake`).
+turns into a local wake-up (a lost notification only costs the fallback poll).
 
 A server that cannot be reached raises `StoreUnavailable`; the engine's loops log it,
 back off and retry, so a PostgreSQL restart pauses a node rather than killing it.
@@ -15,9 +13,8 @@ back off and retry, so a PostgreSQL restart pauses a node rather than killing it
 
 from __future__ import annotations
 
-import logging
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -30,8 +27,6 @@ from tidings.store.driver import ConnectionLock, Row
 from tidings.store.migrate import migrate
 from tidings.store.sqlfiles import queries
 
-_IDLE = psycopg.pq.TransactionStatus.IDLE
-
 #: Rows of `queue_counts` per queue: every node's sends and deletes add to a random one,
 #: so they do not queue up behind one hot row lock.
 COUNT_SHARDS = 8
@@ -40,8 +35,6 @@ COPY_FROM = 50
 _SCHEDULE_TYPES = ["text", "text", "text", "text", "text", "int8", "int8", "int4", "text",
                    "text", "text", "text", "int8", "int8", "int8", "int8"]
 PgConn = psycopg.Connection[Any]
-
-log = logging.getLogger("tidings.store")
 
 
 class PostgresDriver:
@@ -54,8 +47,6 @@ class PostgresDriver:
         self.inline_lock: ConnectionLock | None = None
         self.queries = queries(self.name)
         self._home: tuple[str, str] | None = None  # (schema, database) of tidings' tables
-        # id(connection) -> the channels its open `tx()` will wake once it has committed
-        self._wakes: dict[int, set[str]] = {}
         try:
             self._pool = ConnectionPool(url, min_size=1, max_size=pool_size, open=True,
                                         timeout=30.0, kwargs={"autocommit": True},
@@ -69,16 +60,8 @@ class PostgresDriver:
 
     @contextmanager
     def tx(self) -> Iterator[PgConn]:
-        with self._connection() as conn:
-            channels: set[str] = set()
-            self._wakes[id(conn)] = channels
-            try:
-                with conn.transaction():
-                    yield conn
-            finally:
-                del self._wakes[id(conn)]
-            if channels:
-                self._wake(conn, channels)
+        with self._connection() as conn, conn.transaction():
+            yield conn
 
     @contextmanager
     def auto(self) -> Iterator[PgConn]:
@@ -168,27 +151,7 @@ class PostgresDriver:
         return random.randrange(COUNT_SHARDS)
 
     def notify(self, conn: PgConn, channel: str) -> None:
-        channels = self._wakes.get(id(conn))
-        if channels is not None:  # one of our transactions: woken after its commit
-            channels.add(channel)
-        elif conn.autocommit and conn.info.transaction_status == _IDLE:
-            self._wake(conn, (channel,))  # after the statement that committed the change
-        else:  # the application's transaction (`borrow`): delivered if it commits
-            conn.execute(self.queries["notify"], (channel,))
-
-    def _wake(self, conn: PgConn, channels: Iterable[str]) -> None:
-        """Notify, after the commit of what the notification announces. Not inside that
-        transaction: a transaction that has issued NOTIFY takes one lock, for the whole
-        server, at its commit and holds it until its commit record is flushed, so every
-        send, firing and schedule creation would queue for it, one WAL flush after
-        another (PostgreSQL's group commit undone; at 4,000 firings and messages a second
-        the commits of firings waited there for tens of milliseconds). A wake-up needs no
-        durability, so this transaction does not wait for its flush and holds the lock
-        for microseconds. A lost one (a crash in between) costs the fallback poll."""
-        try:
-            conn.execute(self.queries["wake"], (list(channels),))
-        except psycopg.Error as exc:  # what it announces is committed: not the caller's
-            log.debug("wake-up not sent (%s); waiters fall back to their poll", exc)
+        conn.execute(self.queries["notify"], (channel,))
 
     def lock(self, conn: PgConn, key: int) -> None:
         conn.execute(self.queries["lock"], (key,))
@@ -207,14 +170,13 @@ class PostgresDriver:
                 cur.executemany(self.queries["insert_message"], rows)
 
     def send_standard(self, queue_id: int, rows: Sequence[Row], channel: str) -> None:
-        # One statement (insert, count) committing on its own: one WAL flush per send,
-        # whatever the batch size; then its wake-up. The rows' first column is the
+        # One statement (insert, count, notify) committing on its own: one round trip and
+        # one WAL flush per send, whatever the batch size. The rows' first column is the
         # queue id, bound once instead.
         columns = [list(col) for col in zip(*rows, strict=True)][1:10]
         with self.auto() as conn:
             conn.execute(self.queries["send_messages"],
-                         (queue_id, *columns, queue_id, self.count_shard()))
-            self._wake(conn, (channel,))
+                         (queue_id, *columns, queue_id, self.count_shard(), channel))
 
     def delete_receipts(self, queue_id: int, receipts: Sequence[tuple[int, int]],
                         ) -> set[tuple[int, int]]:

@@ -38,13 +38,6 @@ SELECT pg_try_advisory_xact_lock(%s);
 -- Delivered at commit to every node's PostgresNotifier (LISTEN tidings).
 SELECT pg_notify('tidings', %s);
 
--- name: wake
--- Channels (text[]) notified in a transaction of their own that commits without waiting
--- for its WAL flush (set_config(..., true): this transaction only), so it holds the
--- server-wide lock NOTIFY takes at commit for no flush (PostgresDriver._wake).
-SELECT set_config('synchronous_commit', 'off', true), pg_notify('tidings', c)
-FROM unnest(%s::text[]) AS c;
-
 -- name: current_schema
 -- Where tidings' tables are, and whose database: what an application's own connection
 -- must reach to send in its transaction.
@@ -153,8 +146,8 @@ COPY messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
 FROM STDIN;
 
 -- name: send_messages
--- A standard queue's whole send in one statement (data-modifying CTEs all run): the rows
--- and the counter (its wake-up follows the commit: PostgresDriver._wake). Binary parameters: the arrays travel with no text escaping
+-- A standard queue's whole send in one statement (data-modifying CTEs all run): the rows,
+-- the counter and the wake-up. Binary parameters: the arrays travel with no text escaping
 -- of the bodies.
 WITH sent AS (
     INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
@@ -171,7 +164,7 @@ WITH sent AS (
     SELECT %b, %b, COUNT(*) FROM sent
     ON CONFLICT (queue_id, shard) DO UPDATE SET n = queue_counts.n + excluded.n
 )
-SELECT COUNT(*) FROM sent;
+SELECT pg_notify('tidings', %b);
 
 -- name: receive_simple
 -- A standard queue without a redrive policy: one statement. SKIP LOCKED: concurrent
@@ -513,12 +506,7 @@ SELECT MIN(due_at) FROM schedules WHERE due_at IS NOT NULL;
 -- name: claim_due
 -- SKIP LOCKED lets several nodes claim disjoint batches at once. Claiming moves due_at to
 -- the end of the claim: if this node dies before completing, the row is due again then.
--- The claim commits without waiting for its WAL flush (`lazy`: this transaction only): a
--- claim lost in a server crash is only a row due again (no other node could complete
--- it), and the firing's own commit, which waits for its flush, flushes the claim's too
--- (the WAL is flushed in order). It halves the flushes a firing waits for.
 UPDATE schedules SET due_at = %s, claim_token = %s
-FROM (SELECT set_config('synchronous_commit', 'off', true)) AS lazy
 WHERE id IN (SELECT id FROM schedules WHERE due_at <= %s ORDER BY due_at LIMIT %s
              FOR UPDATE SKIP LOCKED)
 RETURNING id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
