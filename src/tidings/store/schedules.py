@@ -207,21 +207,20 @@ class SqlSchedules(SqlBase):
             if read and all(read.get(f.schedule_id) == f.claim_token for f in firings):
                 # Rows this pass read unmarked (`read_due`): nothing else wrote them since,
                 # so the compare-and-set is on the occurrence alone.
-                held = {r[0] for r, ok in zip(*self._each(conn, "delete_read", [
-                    (f.schedule_id, f.occurrence) for f in firings if f.delete]),
-                    strict=True) if ok}
-                held.update(r[0] for r, ok in zip(*self._each(conn, "advance_read", [
-                    (f.schedule_id, f.occurrence, f.next_fire_at, f.due_at,
-                     now if f.fired else None) for f in firings if not f.delete]),
-                    strict=True) if ok)
+                deleting, advancing = "delete_read", "advance_read"
+                def claim(f: Firing) -> tuple[int, ...]:
+                    return ()
             else:
-                held = {r[0] for r, ok in zip(*self._each(conn, "delete_fired_schedule", [
-                    (f.schedule_id, f.claim_token, f.occurrence)
-                    for f in firings if f.delete]), strict=True) if ok}
-                held.update(r[0] for r, ok in zip(*self._each(conn, "advance_schedule", [
-                    (f.schedule_id, f.claim_token, f.occurrence, f.next_fire_at, f.due_at,
-                     now if f.fired else None) for f in firings if not f.delete]),
-                    strict=True) if ok)
+                deleting, advancing = "delete_fired_schedule", "advance_schedule"
+                def claim(f: Firing) -> tuple[int, ...]:
+                    return (f.claim_token,)
+            held = {r[0] for r, ok in zip(*self._each(conn, deleting, [
+                (f.schedule_id, *claim(f), f.occurrence) for f in firings if f.delete]),
+                strict=True) if ok}
+            held.update(r[0] for r, ok in zip(*self._each(conn, advancing, [
+                (f.schedule_id, *claim(f), f.occurrence, f.next_fire_at, f.due_at,
+                 now if f.fired else None) for f in firings if not f.delete]),
+                strict=True) if ok)
             pending: dict[tuple[int, bool], list[NewMessage]] = {}
             for f in firings:
                 if f.schedule_id in held:
