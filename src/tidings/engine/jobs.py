@@ -30,7 +30,7 @@ from tidings.store.base import (
 _tokens = random.Random()
 #: A consumer takes at most this many messages in one receive (SQS's own API caps at 10;
 #: a consumer fills its free slots and prefetch buffer in one transaction).
-MAX_BATCH = 256
+MAX_BATCH = 1000
 
 
 class Held(NamedTuple):
