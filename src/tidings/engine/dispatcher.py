@@ -155,12 +155,12 @@ class Dispatcher:
                 kind = schedule.spec.target.kind.value
                 fired_by_kind[kind] = fired_by_kind.get(kind, 0) + 1
                 in_target += firing.in_target
-                late = committed - firing.occurrence_due
-                lateness.append(late)
-                metrics.LATENESS.observe(max(late, 0) / 1000)
-                touched.update(m.queue_id for m in firing.messages)
+                lateness.append(committed - firing.occurrence_due)
+                for m in firing.messages:
+                    touched.add(m.queue_id)
             else:
                 skipped += 1
+        metrics.LATENESS.observe_many([max(late, 0) / 1000 for late in lateness])
         for kind, count in fired_by_kind.items():  # one increment per batch, not per firing
             metrics.FIRED.labels(kind).inc(count)
         if in_target:  # the others are counted where they are delivered (or fail)

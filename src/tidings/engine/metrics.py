@@ -6,10 +6,14 @@ which is what a scrape of one node wants.
 
 from __future__ import annotations
 
+import math
 import threading
+from bisect import bisect_left
 from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import HistogramMetricFamily, Metric
 
 REGISTRY = CollectorRegistry()
 
@@ -26,9 +30,51 @@ DEAD_LETTERED = Counter("tidings_dead_lettered",
                         "Deliveries sent to the schedule's dead-letter queue (or dropped when"
                         " it has none)", ["target"], registry=REGISTRY)
 LATENESS_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600)
-LATENESS = Histogram(
+
+
+class BatchHistogram:
+    """A Prometheus histogram fed a batch at a time. prometheus-client's `Histogram` takes
+    one observation per call, each with two locked increments and a walk of the bounds:
+    at 10,000 firings a second that was ~3 % of the dispatcher's time per firing; here a
+    pass's whole batch costs one lock. Exposed like any histogram (`_bucket`, `_count`,
+    `_sum`), through the registry's custom-collector interface."""
+
+    def __init__(self, name: str, documentation: str, buckets: Sequence[float],
+                 registry: CollectorRegistry) -> None:
+        self.name = name
+        self.documentation = documentation
+        self._bounds = [float(b) for b in buckets] + [math.inf]
+        self._counts = [0] * len(self._bounds)
+        self._sum = 0.0
+        self._lock = threading.Lock()
+        registry.register(self)
+
+    def observe(self, value: float) -> None:
+        self.observe_many((value,))
+
+    def observe_many(self, values: Iterable[float]) -> None:
+        bounds, found, total = self._bounds, [0] * len(self._bounds), 0.0
+        for v in values:
+            found[bisect_left(bounds, v)] += 1  # the first bound >= v: "le" is inclusive
+            total += v
+        with self._lock:
+            self._counts = [a + b for a, b in zip(self._counts, found, strict=True)]
+            self._sum += total
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            counts, total = list(self._counts), self._sum
+        cumulative, running = [], 0
+        for bound, n in zip(self._bounds, counts, strict=True):
+            running += n
+            cumulative.append(("+Inf" if bound == math.inf else repr(bound), running))
+        yield HistogramMetricFamily(self.name, self.documentation, buckets=cumulative,
+                                    sum_value=total)
+
+
+LATENESS = BatchHistogram(
     "tidings_firing_lateness_seconds", "Actual firing time minus scheduled time",
-    buckets=LATENESS_BUCKETS_S, registry=REGISTRY)
+    LATENESS_BUCKETS_S, REGISTRY)
 JOBS = Counter("tidings_jobs", "Jobs by outcome: succeeded, failed, duplicate (acknowledged "
                "without running: its key was done), poison (could never be a job), abandoned "
                "(still running at the shutdown deadline)", ["outcome"], registry=REGISTRY)
