@@ -41,7 +41,8 @@ class Tidings(AbstractContextManager["Tidings"]):
         self.clock: Clock = clock or (SteppedClock(self.settings.clock_offset_file)
                                       if self.settings.clock_offset_file else SystemClock())
         self.store: Store = open_store(self.settings.db, now=self.clock.now_ms(),
-                                       sqlite_synchronous=self.settings.sqlite_synchronous)
+                                       sqlite_synchronous=self.settings.sqlite_synchronous,
+                                       sqlite_cache_mb=self.settings.sqlite_cache_mb)
         self.notifier: Notifier = notifier or default_notifier(self.settings.db)
         secret = self.settings.secret
         key = secret.encode() if secret else self.store.get_or_create_secret(

@@ -85,6 +85,9 @@ class Settings:
         {}, 'Lambda function names delivered as HTTP webhooks: {"name": "https://…"}.')
     sqlite_synchronous: str = _setting("NORMAL", "SQLite durability: NORMAL survives a kill "
                                        "-9, FULL a power loss too.", choices=SQLITE_SYNCHRONOUS)
+    sqlite_cache_mb: int = _setting(32, "SQLite page cache, MB: bounded, so the RSS does not "
+                                    "follow the database's size; raise it for millions of "
+                                    "schedules firing thousands a second.", low=1)
     smtp_sink_dir: str = _setting("smtp-sink", "Where `tidings smtp-sink` keeps messages.")
     # Security (docs/security.md). A node on loopback with no credentials is a development
     # node and keeps every door open; beyond loopback it refuses to start without them.

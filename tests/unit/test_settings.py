@@ -20,7 +20,7 @@ def test_every_field_is_read_from_its_variable() -> None:
         "TIDINGS_SECRET": "receipts", "TIDINGS_WEBHOOK_SECRET": "hooks",
         "TIDINGS_LAMBDA_WEBHOOKS": '{"notify": "https://hooks.example/n"}',
         "TIDINGS_SQLITE_SYNCHRONOUS": "full", "TIDINGS_LOG_LEVEL": "WARNING",
-        "TIDINGS_SMTP_SINK_DIR": "/tmp/sink",
+        "TIDINGS_SMTP_SINK_DIR": "/tmp/sink", "TIDINGS_SQLITE_CACHE_MB": "400",
     }
     s = Settings.from_env(env)
     assert (s.db, s.port, s.concurrency, s.shutdown_grace_s, s.app) == (
@@ -28,6 +28,17 @@ def test_every_field_is_read_from_its_variable() -> None:
     assert (s.secret, s.webhook_secret, s.smtp_sink_dir) == ("receipts", "hooks", "/tmp/sink")
     assert dict(s.lambda_webhooks) == {"notify": "https://hooks.example/n"}
     assert (s.sqlite_synchronous, s.log_level) == ("FULL", "warning")  # normalised case
+    assert s.sqlite_cache_mb == 400
+
+
+def test_the_sqlite_page_cache_is_the_setting(tmp_path: Path) -> None:
+    for env, pages_kib in (({}, 32 * 1024), ({"TIDINGS_SQLITE_CACHE_MB": "400"}, 400 * 1024)):
+        settings = Settings.from_env({"TIDINGS_DB": f"sqlite:///{tmp_path}/t.db", **env})
+        with Tidings(settings=settings) as t:
+            with t.store.driver.auto() as conn:  # type: ignore[attr-defined]
+                assert conn.execute("PRAGMA cache_size").fetchone()[0] == -pages_kib
+    with pytest.raises(ValidationError, match="TIDINGS_SQLITE_CACHE_MB"):
+        Settings.from_env({"TIDINGS_SQLITE_CACHE_MB": "0"})
 
 
 def test_defaults_without_variables() -> None:

@@ -21,7 +21,8 @@ def sqlite_path(url: str) -> str:
     return rest[1:]
 
 
-def open_store(url: str, *, now: int, sqlite_synchronous: str = "NORMAL") -> Store:
+def open_store(url: str, *, now: int, sqlite_synchronous: str = "NORMAL",
+               sqlite_cache_mb: int = 32) -> Store:
     """The store for `url`: `SqlStore` over the driver its scheme names."""
     from tidings.store.sqlstore import SqlStore
 
@@ -29,7 +30,8 @@ def open_store(url: str, *, now: int, sqlite_synchronous: str = "NORMAL") -> Sto
     if scheme == "sqlite":
         from tidings.store.drivers.sqlite import SQLiteDriver
 
-        return SqlStore(SQLiteDriver(sqlite_path(url), now=now, synchronous=sqlite_synchronous))
+        return SqlStore(SQLiteDriver(sqlite_path(url), now=now, synchronous=sqlite_synchronous,
+                                     cache_mb=sqlite_cache_mb))
     if scheme in ("postgresql", "postgres"):
         from tidings.store.drivers.postgres import PostgresDriver
 
