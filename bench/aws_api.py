@@ -23,11 +23,10 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
-from _common import percentile, report  # noqa: E402
+from _common import percentile, report, scratch_dir  # noqa: E402
 
 
 class Conn:
@@ -133,7 +132,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--db", default=None)
     args = parser.parse_args()
-    tmp = tempfile.mkdtemp(prefix="tidings-bench-")
+    tmp = scratch_dir()
     db = args.db or f"sqlite:///{tmp}/bench.db"
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

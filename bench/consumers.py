@@ -16,11 +16,10 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
-from _common import report  # noqa: I001  (first: see _common)
+from _common import report, scratch_dir  # noqa: I001  (first: see _common)
 
 from tidings.client import Tidings
 from tidings.model.messages import OutgoingMessage
@@ -61,7 +60,7 @@ def main() -> None:
                         help="an async handler instead of a sync one")
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args()
-    tmp = tempfile.mkdtemp(prefix="tidings-bench-")
+    tmp = scratch_dir()
     db = args.db or f"sqlite:///{tmp}/bench.db"
     with open(os.path.join(tmp, "benchapp.py"), "w") as f:
         f.write(APP.format(kind="async " if args.is_async else ""))

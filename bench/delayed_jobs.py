@@ -22,12 +22,11 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from datetime import UTC, datetime
 
-from _common import percentile, report  # noqa: I001  (first: see _common)
+from _common import percentile, report, scratch_dir  # noqa: I001  (first: see _common)
 
 from tidings.client import Tidings
 from tidings.clock import from_ms
@@ -88,7 +87,7 @@ def main() -> None:
                         help="also print lateness p50/p99/max per slice of the window "
                         "(by due instant) to stderr: when the tail happened")
     args = parser.parse_args()
-    tmp = tempfile.mkdtemp(prefix="tidings-bench-")
+    tmp = scratch_dir()
     db = args.db or f"sqlite:///{tmp}/bench.db"
     log = os.path.join(tmp, "ran.log")
     with open(os.path.join(tmp, "delayedapp.py"), "w") as f:
@@ -111,7 +110,8 @@ def main() -> None:
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline or server.poll() is not None:
-                raise SystemExit("the server did not start; see serve.log in " + tmp)
+                raise SystemExit("the server did not start; rerun with TIDINGS_BENCH_KEEP=1 "
+                                 "and read serve.log in " + tmp)
             time.sleep(0.1)
         with Tidings(settings=Settings(db=db)) as t:
             start_ms = time.time_ns() // 1_000_000 + int(

@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import threading
 import time
 
-from _common import peak_rss_mb, percentile, report  # noqa: E402
+from _common import peak_rss_mb, percentile, report, scratch_dir  # noqa: E402
 
 from tidings.client import Tidings  # noqa: E402
 from tidings.model.messages import OutgoingMessage  # noqa: E402
@@ -35,7 +34,7 @@ def main() -> None:
                         help="messages/s sent during the latency phase (below capacity, so the"
                              " figure is time in the queue, not time behind a backlog)")
     args = parser.parse_args()
-    tmp = tempfile.mkdtemp(prefix="tidings-bench-")
+    tmp = scratch_dir()
     db = args.db or f"sqlite:///{tmp}/bench.db"
     t = Tidings(settings=Settings(db=db))
     q = t.queues
