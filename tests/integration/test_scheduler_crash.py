@@ -59,10 +59,9 @@ def test_kill_9_mid_firing_then_restart_fires_each_exactly_once(
         while queued(watcher) < N // 10:
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    with Tidings(settings=Settings(db=url)) as t:
-        partial = queued(t)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        partial = queued(watcher)
     assert 0 < partial < N, "the kill landed mid-dispatch"
     proc = serve(url, tmp_path)
     try:
