@@ -74,7 +74,8 @@ def campaigns(t: Tidings) -> None:
     """Templates (one hostile), and campaigns spring, autumn, winter (12 recipients, two
     steps each, in 2027) plus summer, due within hours, for its forecast."""
     import io
-    from datetime import date
+    from datetime import date, datetime, timedelta
+    from zoneinfo import ZoneInfo
 
     from tidings.engine.fanout import FanoutOptions
     from tidings.model.campaigns import Step
@@ -83,11 +84,15 @@ def campaigns(t: Tidings) -> None:
                             text="Hi {{name}}, order {{order.id}}")
     t.email.create_template("nudge", "Still there?", text="Hello again {{name}}")
     zones = ["America/New_York", "Europe/London", "Asia/Kolkata", "Australia/Sydney"]
+    # Summer's forecast must have a bar in the console's next 6 hours at whatever hour the
+    # suite runs: a fixed local time (noon) left an 8-hour gap in UTC between the four
+    # zones' noons, and a run then found no bar. An hour from now in London always lands.
+    soon = (datetime.now(ZoneInfo("Europe/London")) + timedelta(hours=1)).strftime("%H:%M")
     for campaign in ("spring", "autumn", "winter", "summer"):
         rows = ["id,email,timezone,name"] + [
             f"r{i},user{i}@example.com,{zones[i % 4]},Name {i}" for i in range(12)]
         timing: dict[str, object] = (
-            {"next_time": "12:00"} if campaign == "summer"
+            {"next_time": soon} if campaign == "summer"
             else {"on": date(2027, 3, 1), "local_time": "09:00"})
         t.campaigns.fanout(io.BytesIO(("\n".join(rows) + "\n").encode()), FanoutOptions(
             campaign=campaign, template="welcome", sender="news@example.com",
