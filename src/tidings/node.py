@@ -69,7 +69,9 @@ class Node:
     """The engine loops of one process over `t`, and what its HTTP app shares with them.
 
     `idle_poll_s` bounds how long the dispatcher misses a schedule no notification
-    announced; tests raise it to prove that notifications, not polling, woke it."""
+    announced; tests raise it to prove that notifications, not polling, woke it. Only
+    schedules due within `WAKE_HORIZON_MS` are announced, which assumes this poll is at
+    most half of it (the default, `SCHEDULES_POLL_S`)."""
 
     def __init__(self, t: Tidings, settings: Settings, *, app: App | None = None,
                  serve_consumers: bool = True, idle_poll_s: float = IDLE_POLL_S) -> None:

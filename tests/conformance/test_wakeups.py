@@ -1,16 +1,20 @@
-"""Wake-ups of other nodes (PostgreSQL's NOTIFY) follow the commit of what they announce,
-and only a commit: tidings sends them just after its transactions commit, not inside them
-(inside, every commit would queue for the server-wide lock NOTIFY takes until its WAL
-flush)."""
+"""Wake-ups: other nodes' (PostgreSQL's NOTIFY, sent inside the transaction it announces)
+arrive with its commit and only a commit; a schedule wakes the dispatchers only when it is
+due before their fallback poll would find it."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import psycopg
 import pytest
 
 from tidings.client import Tidings
+from tidings.clock import FrozenClock, from_ms
+from tidings.model.schedules import ScheduleSpec, Target, TargetKind
+from tidings.notify.base import SCHEDULES_CHANNEL, SCHEDULES_POLL_S, WAKE_HORIZON_MS
 
 
 def test_a_wake_up_follows_a_commit_and_never_a_rollback(t: Tidings) -> None:
@@ -38,3 +42,42 @@ def test_a_wake_up_follows_a_commit_and_never_a_rollback(t: Tidings) -> None:
             driver.notify(conn, f"{tag}-c")
         got = [n.payload for n in listener.notifies(timeout=1) if tag in n.payload]
         assert got == [f"{tag}-c"]
+
+
+def test_only_a_schedule_due_soon_wakes_the_dispatchers(t: Tidings, clock: FrozenClock,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        ) -> None:
+    """Created one at a time, in bulk or by an update, a schedule due beyond the horizon
+    sends no wake-up (no NOTIFY, no local wake); one due within it wakes them at once."""
+    assert WAKE_HORIZON_MS >= 2 * SCHEDULES_POLL_S * 1000  # a sleeper has looked again
+    t.queues.create_queue("jobs")
+    sent: list[str] = []
+    driver = t.store.driver
+    real: Callable[[Any, str], None] = driver.notify
+
+    def spy(conn: Any, channel: str) -> None:  # records, then sends it for real
+        sent.append(channel)
+        real(conn, channel)
+
+    monkeypatch.setattr(driver, "notify", spy)
+
+    def woke(action: Callable[[], object]) -> tuple[bool, bool]:
+        """(the store sent a wake-up, the local notifier moved) for `action`."""
+        sent.clear()
+        seen = t.notifier.version(SCHEDULES_CHANNEL)
+        action()
+        return SCHEDULES_CHANNEL in sent, t.notifier.version(SCHEDULES_CHANNEL) != seen
+
+    def spec(name: str, ahead_ms: int) -> ScheduleSpec:
+        return ScheduleSpec.once(name, from_ms(clock.now_ms() + ahead_ms),
+                                 Target(TargetKind.QUEUE, "jobs"))
+
+    later, soon = WAKE_HORIZON_MS + 1_000, WAKE_HORIZON_MS - 1_000
+    assert woke(lambda: t.schedules.create(spec("later", later))) == (False, False)
+    assert woke(lambda: list(t.schedules.create_many(
+        [spec("bulk-a", later), spec("bulk-b", 3_600_000)]))) == (False, False)
+    assert woke(lambda: t.schedules.update(spec("later", later + 5_000))) == (False, False)
+    assert woke(lambda: t.schedules.create(spec("soon", soon))) == (True, True)
+    assert woke(lambda: list(t.schedules.create_many(
+        [spec("bulk-c", 3_600_000), spec("bulk-d", 0)]))) == (True, True)
+    assert woke(lambda: t.schedules.update(spec("later", soon))) == (True, True)

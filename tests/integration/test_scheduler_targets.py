@@ -21,10 +21,11 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route as HttpRoute
 
 from tidings.client import Tidings, default_notifier
+from tidings.clock import from_ms
 from tidings.engine.consumers import App
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
-from tidings.notify.base import SCHEDULES_CHANNEL
+from tidings.notify.base import SCHEDULES_CHANNEL, WAKE_HORIZON_MS
 from tidings.settings import Settings
 from tidings.targets.base import Route, Suppress
 from tidings.targets.function import FunctionEvent
@@ -186,6 +187,39 @@ def test_new_earlier_schedule_wakes_the_dispatcher(db_url: str) -> None:
         finally:
             node.bridge.close()
     assert 0 <= latency[0] < 0.2
+
+
+def test_a_schedule_due_beyond_the_wake_horizon_fires_on_time_unannounced(db_url: str,
+                                                                          ) -> None:
+    """Created due just past the horizon, a schedule sends no wake-up: the idle dispatcher
+    finds it on its fallback poll (1 s) and then sleeps until its instant, so it still
+    fires within milliseconds of it, not a poll late."""
+    notifier = ParkedNotifier(default_notifier(db_url))
+    with Tidings(settings=Settings(db=db_url), notifier=notifier, fallback_poll_s=30) as t:
+        t.queues.create_queue("jobs")
+        node = Node(t, Settings(db=t.settings.db))
+        latency: list[float] = []
+
+        async def main() -> None:
+            task = asyncio.create_task(node.run())
+            parked = notifier.parked(SCHEDULES_CHANNEL)
+            assert await asyncio.to_thread(parked.wait, 10), "the dispatcher never idled"
+            seen = notifier.version(SCHEDULES_CHANNEL)
+            due_ms = time.time_ns() // 1_000_000 + WAKE_HORIZON_MS + 300
+            await asyncio.to_thread(t.schedules.create, ScheduleSpec.once(
+                "unannounced", from_ms(due_ms), Target(TargetKind.QUEUE, "jobs", input="x")))
+            assert notifier.version(SCHEDULES_CHANNEL) == seen, "no wake-up was sent"
+            msgs = await t.queues.receive_async(node.bridge, "jobs", 1, wait_s=10)
+            latency.append(time.time() - due_ms / 1000)
+            node.stop()
+            await task
+            assert [m.body for m in msgs] == ["x"]
+
+        try:
+            asyncio.run(main())
+        finally:
+            node.bridge.close()
+    assert 0 <= latency[0] < 0.25
 
 
 def test_delivered_and_abandoned_firings_are_in_the_firing_history(t: Tidings) -> None:

@@ -8,8 +8,9 @@ claim (paused past `claim_ms`, or killed) writes nothing, and the node that took
 fires the occurrence once. On SQLite the claim and the completion are one transaction
 (`Store.firing_pass`): one writer, so nothing gains by seeing the claim sooner, and the
 claim is a plain read (the completion compares the occurrence). When
-nothing is due the loop sleeps until the next due instant, woken early when a schedule is
-created: idle costs one indexed query a second.
+nothing is due the loop sleeps until the next due instant, at most IDLE_POLL_S, woken early
+when a schedule due within the wake horizon is created (`notify.base.wakes_dispatchers`;
+one due later is found by that poll in time): idle costs one indexed query a second.
 
 Missed occurrences (after downtime): a one-shot always fires; a recurring schedule fires
 only its latest missed occurrence, and only if it is younger than its maximum event age.
@@ -41,14 +42,14 @@ from tidings.errors import QueueNotFound, StoreUnavailable, ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.queues import QueueRecord
 from tidings.model.schedules import ActionAfterCompletion, Schedule, TargetKind
-from tidings.notify.base import SCHEDULES_CHANNEL, Notifier, queue_channel
+from tidings.notify.base import SCHEDULES_CHANNEL, SCHEDULES_POLL_S, Notifier, queue_channel
 from tidings.store.base import Firing, FiringOutcome, Store, TargetMessage
 from tidings.targets.base import FiringContext, delivery_job, render_input
 from tidings.targets.deadletter import dead_letter_attributes
 
 log = logging.getLogger("tidings.dispatcher")
 
-IDLE_POLL_S = 1.0  # bounds the wait for schedules created by another process
+IDLE_POLL_S = SCHEDULES_POLL_S  # bounds the wait for a schedule no wake-up announced
 MAX_CATCH_UP_STEPS = 1_000_000
 FIRST_BATCH = 32
 DELIVERED = Outcome.DELIVERED.value

@@ -44,7 +44,7 @@ from tidings.model.schedules import (
     Target,
     TargetKind,
 )
-from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
+from tidings.notify.base import SCHEDULES_CHANNEL, Notifier, wakes_dispatchers
 from tidings.store.base import NewSchedule, Store
 from tidings.targets.base import FiringContext, render_input
 from tidings.targets.guard import WebhookGuard
@@ -200,7 +200,7 @@ class ScheduleService(ScheduleGroups):
             if spec.client_token and existing.spec.client_token == spec.client_token:
                 return existing  # the same request retried: idempotent
             raise ConflictError(f"Schedule {spec.name} already exists.")
-        self._wake(row.due_at)
+        self._wake(row.due_at, now)
         return made
 
     def create_many(self, specs: Iterable[ScheduleSpec], *, chunk: int = 5000,
@@ -269,7 +269,7 @@ class ScheduleService(ScheduleGroups):
             except TidingsError as exc:
                 placed.append(CreateResult(index, getattr(spec, "name", ""),
                                            getattr(spec, "group", ""), False, exc))
-        wake = any(r.due_at is not None for r in rows)
+        wake = any(wakes_dispatchers(r.due_at, now) for r in rows)
         return writer.submit(self.store.insert_schedules, rows, now), placed, wake
 
     def _finish_chunk(self, future: Future[list[bool]], placed: Sequence[Placed],
@@ -320,9 +320,10 @@ class ScheduleService(ScheduleGroups):
         existing = self.store.get_schedule(spec.group, spec.name)
         self._check_target(spec, queue_must_exist=queue_must_exist)
         spec = replace(spec, client_token=existing.spec.client_token)
-        row = self._row(spec, self.clock.now_ms(), existing.created_at)
-        updated = self.store.replace_schedule(row, self.clock.now_ms())
-        self._wake(row.due_at)
+        now = self.clock.now_ms()
+        row = self._row(spec, now, existing.created_at)
+        updated = self.store.replace_schedule(row, now)
+        self._wake(row.due_at, now)
         return updated
 
     def put(self, spec: ScheduleSpec) -> Schedule:
@@ -350,9 +351,9 @@ class ScheduleService(ScheduleGroups):
     def delete(self, name: str, group: str = DEFAULT_GROUP) -> None:
         self.store.delete_schedule(group, name)
 
-    def _wake(self, due_at: int | None) -> None:
-        """A new earliest due instant must not wait for the dispatcher's current sleep."""
-        if due_at is not None:
+    def _wake(self, due_at: int | None, now: int) -> None:
+        """A schedule due soon must not wait for the dispatcher's current sleep."""
+        if wakes_dispatchers(due_at, now):
             self.notifier.notify(SCHEDULES_CHANNEL)
 
 

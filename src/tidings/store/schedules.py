@@ -14,7 +14,7 @@ from typing import Any
 from tidings.errors import GroupNotFound, ScheduleNotFound
 from tidings.model.messages import NewMessage
 from tidings.model.schedules import Schedule, ScheduleGroup, ScheduleRow, target_text
-from tidings.notify.base import SCHEDULES_CHANNEL
+from tidings.notify.base import SCHEDULES_CHANNEL, wakes_dispatchers
 from tidings.store import rows
 from tidings.store.base import Firing, FiringOutcome, NewSchedule
 from tidings.store.driver import Conn, Driver, Row
@@ -95,7 +95,8 @@ class SqlSchedules(SqlBase):
                 conn.execute(self.q["rollback_to_savepoint"])
                 conn.execute(self.q["release_savepoint"])
                 inserted = self.driver.run_each(conn, "insert_schedule", staged, key=2)
-            if any(inserted):
+            if any(ok and wakes_dispatchers(r.due_at, now)
+                   for r, ok in zip(staged, inserted, strict=True)):
                 self.driver.notify(conn, SCHEDULES_CHANNEL)
         return inserted
 
@@ -109,7 +110,7 @@ class SqlSchedules(SqlBase):
         with (self.driver.auto() if connection is None
               else self.driver.borrow(connection)) as conn:
             made = self.driver.insert_id(conn, "create_schedule", params)
-            if made is not None and row.due_at is not None:
+            if made is not None and wakes_dispatchers(row.due_at, now):
                 self.driver.notify(conn, SCHEDULES_CHANNEL)
         if made is None:
             return None
@@ -161,7 +162,8 @@ class SqlSchedules(SqlBase):
                     staged.action_after_completion, staged.description, row.next_fire_at,
                     row.due_at, now, s.group, s.name)).rowcount == 0:
                 raise _not_found(s.group, s.name)
-            self.driver.notify(conn, SCHEDULES_CHANNEL)
+            if wakes_dispatchers(row.due_at, now):
+                self.driver.notify(conn, SCHEDULES_CHANNEL)
             return rows.schedule(conn.execute(self.q["schedule_by_name"],
                                               (s.group, s.name)).fetchone())
 
