@@ -33,3 +33,23 @@ def test_every_query_is_used() -> None:
     for backend in ("sqlite", "postgres"):
         unused = set(queries(backend)) - used
         assert not unused, f"{backend}: unused queries {sorted(unused)}"
+
+
+def test_no_postgres_statement_limits_a_locking_subquery_it_may_run_twice() -> None:
+    """`… WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)` can change more than n
+    rows: the planner may run the subquery more than once, each run locking other rows (a
+    receive of at most 10 returned more under bench/soak.py). A row-locking subquery with
+    a LIMIT belongs in a MATERIALIZED CTE, which runs once, or at the top of a SELECT."""
+    for name, sql in queries("postgres").items():
+        text = " ".join(line.split("--")[0] for line in sql.splitlines()).upper()
+        for found in re.finditer(r"\(\s*SELECT\b", text):
+            inner, depth = "", 0
+            for ch in text[found.start():]:
+                depth += {"(": 1, ")": -1}.get(ch, 0)
+                inner += ch
+                if depth == 0:
+                    break
+            if "LIMIT" in inner and re.search(r"FOR\s+(NO\s+KEY\s+)?UPDATE|FOR\s+SHARE", inner):
+                before = text[:found.start()].rstrip()
+                assert before.endswith("AS MATERIALIZED"), \
+                    f"{name}: a LIMITed locking subquery outside a MATERIALIZED CTE"

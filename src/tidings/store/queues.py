@@ -121,9 +121,9 @@ class SqlQueues(SqlBase):
             # The common case is one statement: UPDATE … WHERE id IN (SELECT … LIMIT n)
             # RETURNING, atomic on its own.
             with self.driver.auto() as conn:
-                found = conn.execute(self.q["receive_simple"], (
-                    p.now + p.visibility_ms, p.lease_token, p.now, p.queue_id, p.now, p.now,
-                    p.max_messages)).fetchall()
+                found = conn.execute(self.q["receive_simple"], {
+                    "until": p.now + p.visibility_ms, "token": p.lease_token, "now": p.now,
+                    "queue": p.queue_id, "limit": p.max_messages}).fetchall()
             leased = [rows.stored_message(r, False) for r in found]
             leased.sort(key=lambda m: m.row_id)
             return ReceiveOutcome(leased, 0)

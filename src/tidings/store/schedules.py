@@ -189,8 +189,9 @@ class SqlSchedules(SqlBase):
             else:
                 # One statement: claiming moves due_at to the end of the claim, so if this
                 # node dies before completing, the row is simply due again then (no rescuer).
-                found = conn.execute(self.q["claim_due"],
-                                     (now + claim_ms, token, now, limit)).fetchall()
+                found = conn.execute(self.q["claim_due"], {
+                    "until": now + claim_ms, "token": token, "now": now,
+                    "limit": limit}).fetchall()
         claimed = [rows.schedule(r) for r in found]
         claimed.sort(key=lambda s: (s.next_fire_at or 0, s.id))
         return claimed

@@ -168,17 +168,24 @@ SELECT pg_notify('tidings', %b);
 
 -- name: receive_simple
 -- A standard queue without a redrive policy: one statement. SKIP LOCKED: concurrent
--- receivers on other nodes take other rows instead of waiting.
-UPDATE messages
-SET visible_at = %b, lease_token = %b, receive_count = receive_count + 1,
-    first_received_at = COALESCE(first_received_at, %b)
-WHERE id IN (SELECT id FROM messages
-             WHERE queue_id = %b AND visible_at <= %b AND expires_at > %b
-             ORDER BY visible_at LIMIT %b
-             FOR UPDATE SKIP LOCKED)
-RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
-          receive_count, first_received_at, sent_at, visible_at, group_id, deduplication_id,
-          source_queue_id, last_error, scheduled_at;
+-- receivers on other nodes take other rows instead of waiting. The rows are picked in a
+-- MATERIALIZED CTE, which runs exactly once (`picked` below, likewise in claim_due and
+-- expire_messages): written `WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)`, the
+-- planner may run the subquery again (as the inner side of a join), and each run can lock
+-- other rows, so one receive leased more than n (bench/soak.py: a MaxNumberOfMessages=10
+-- receive returned more than 10 messages).
+WITH picked AS MATERIALIZED (
+    SELECT id FROM messages
+    WHERE queue_id = %(queue)b AND visible_at <= %(now)b AND expires_at > %(now)b
+    ORDER BY visible_at LIMIT %(limit)b
+    FOR UPDATE SKIP LOCKED)
+UPDATE messages AS m
+SET visible_at = %(until)b, lease_token = %(token)b, receive_count = m.receive_count + 1,
+    first_received_at = COALESCE(m.first_received_at, %(now)b)
+FROM picked WHERE m.id = picked.id
+RETURNING m.id, m.lease_token, m.message_id, m.body, m.md5_body, m.attributes,
+          m.md5_attributes, m.receive_count, m.first_received_at, m.sent_at, m.visible_at,
+          m.group_id, m.deduplication_id, m.source_queue_id, m.last_error, m.scheduled_at;
 
 -- name: receive_candidates
 SELECT id, receive_count FROM messages
@@ -333,10 +340,12 @@ RETURNING id;
 SELECT MIN(visible_at) FROM messages WHERE queue_id = %s AND visible_at > %s;
 
 -- name: expire_messages
-DELETE FROM messages WHERE id IN (
+-- (now, limit): at most `limit`, picked once (see receive_simple).
+WITH picked AS MATERIALIZED (
     SELECT id FROM messages WHERE expires_at <= %s ORDER BY expires_at LIMIT %s
     FOR UPDATE SKIP LOCKED)
-RETURNING queue_id;
+DELETE FROM messages AS m USING picked WHERE m.id = picked.id
+RETURNING m.queue_id;
 
 -- name: expire_dedup
 DELETE FROM fifo_dedup WHERE expires_at <= %s;
@@ -506,12 +515,16 @@ SELECT MIN(due_at) FROM schedules WHERE due_at IS NOT NULL;
 -- name: claim_due
 -- SKIP LOCKED lets several nodes claim disjoint batches at once. Claiming moves due_at to
 -- the end of the claim: if this node dies before completing, the row is due again then.
-UPDATE schedules SET due_at = %s, claim_token = %s
-WHERE id IN (SELECT id FROM schedules WHERE due_at <= %s ORDER BY due_at LIMIT %s
-             FOR UPDATE SKIP LOCKED)
-RETURNING id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
-          target, action_after_completion, description, client_token, next_fire_at, due_at,
-          last_fired_at, created_at, modified_at;
+-- At most `limit`, picked once (see receive_simple).
+WITH picked AS MATERIALIZED (
+    SELECT id FROM schedules WHERE due_at <= %(now)s ORDER BY due_at LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED)
+UPDATE schedules AS s SET due_at = %(until)s, claim_token = %(token)s
+FROM picked WHERE s.id = picked.id
+RETURNING s.id, s.group_name, s.name, s.state, s.expression, s.timezone, s.start_at,
+          s.end_at, s.flex_minutes, s.target, s.action_after_completion, s.description,
+          s.client_token, s.next_fire_at, s.due_at, s.last_fired_at, s.created_at,
+          s.modified_at;
 
 -- name: advance_schedule
 -- (id, claim token, occurrence, next fire at, due at, fired at)[]: compare-and-set on the

@@ -132,11 +132,11 @@ RETURNING id;
 -- oldest visible row and leases what it finds. Expired rows are skipped here and deleted
 -- by the sweeper.
 UPDATE messages
-SET visible_at = ?, lease_token = ?, receive_count = receive_count + 1,
-    first_received_at = COALESCE(first_received_at, ?)
+SET visible_at = :until, lease_token = :token, receive_count = receive_count + 1,
+    first_received_at = COALESCE(first_received_at, :now)
 WHERE id IN (SELECT id FROM messages
-             WHERE queue_id = ? AND visible_at <= ? AND expires_at > ?
-             ORDER BY visible_at LIMIT ?)
+             WHERE queue_id = :queue AND visible_at <= :now AND expires_at > :now
+             ORDER BY visible_at LIMIT :limit)
 RETURNING id, lease_token, message_id, body, md5_body, attributes, md5_attributes,
           receive_count, first_received_at, sent_at, visible_at, group_id, deduplication_id,
           source_queue_id, last_error, scheduled_at;
@@ -415,8 +415,8 @@ SELECT MIN(due_at) FROM schedules WHERE due_at IS NOT NULL;
 -- name: claim_due
 -- Claiming moves due_at to the end of the claim: if this node dies before completing,
 -- the row becomes due again then and another dispatcher takes it (no rescuer needed).
-UPDATE schedules SET due_at = ?, claim_token = ?
-WHERE id IN (SELECT id FROM schedules WHERE due_at <= ? ORDER BY due_at LIMIT ?)
+UPDATE schedules SET due_at = :until, claim_token = :token
+WHERE id IN (SELECT id FROM schedules WHERE due_at <= :now ORDER BY due_at LIMIT :limit)
 RETURNING id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
           target, action_after_completion, description, client_token, next_fire_at, due_at,
           last_fired_at, created_at, modified_at;
