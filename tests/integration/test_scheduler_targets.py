@@ -155,62 +155,33 @@ def test_function_targets_enrich_suppress_route(t: Tidings) -> None:
                                           "default/f-vip"}
 
 
-def test_new_earlier_schedule_wakes_the_dispatcher(db_url: str) -> None:
-    """The dispatcher sleeps until the next due instant; creating an earlier schedule
-    wakes it at once. Both fallback polls (the dispatcher's idle poll, the long poll's) are
-    set far beyond the assertion, so the test fails if a notification does not arrive."""
+def _lateness_of_one_created_while_idle(db_url: str, due_ms: Callable[[], int], *,
+                                        idle_poll_s: float | None = None,
+                                        ) -> tuple[float, bool]:
+    """Run a node until its dispatcher idles, then create a one-shot due at `due_ms()`
+    (from another thread, as an API call would) and receive what it fires. The long poll's
+    own fallback is 30 s, far beyond any assertion: only a wake-up ends it early. Returns
+    (seconds from the due instant to the receive, whether the creation sent a wake-up)."""
     notifier = ParkedNotifier(default_notifier(db_url))
     with Tidings(settings=Settings(db=db_url), notifier=notifier, fallback_poll_s=30) as t:
         t.queues.create_queue("jobs")
         t.schedules.create(ScheduleSpec("far", "at(2099-01-01T00:00:00)",
                                         Target(TargetKind.QUEUE, "jobs")))
-        node = Node(t, Settings(db=t.settings.db), idle_poll_s=30)
-        latency: list[float] = []
-
-        async def main() -> None:
-            task = asyncio.create_task(node.run())
-            parked = notifier.parked(SCHEDULES_CHANNEL)
-            assert await asyncio.to_thread(parked.wait, 10), "the dispatcher never idled"
-            now = time.time()
-            when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now + 1))
-            await asyncio.to_thread(t.schedules.create, ScheduleSpec(
-                "soon", f"at({when})", Target(TargetKind.QUEUE, "jobs", input="soon")))
-            due = int(now + 1)
-            msgs = await t.queues.receive_async(node.bridge, "jobs", 1, wait_s=5)
-            latency.append(time.time() - due)
-            node.stop()
-            await task
-            assert [m.body for m in msgs] == ["soon"]
-
-        try:
-            asyncio.run(main())
-        finally:
-            node.bridge.close()
-    assert 0 <= latency[0] < 0.2
-
-
-def test_a_schedule_due_beyond_the_wake_horizon_fires_on_time_unannounced(db_url: str,
-                                                                          ) -> None:
-    """Created due just past the horizon, a schedule sends no wake-up: the idle dispatcher
-    finds it on its fallback poll (1 s) and then sleeps until its instant, so it still
-    fires within milliseconds of it, not a poll late."""
-    notifier = ParkedNotifier(default_notifier(db_url))
-    with Tidings(settings=Settings(db=db_url), notifier=notifier, fallback_poll_s=30) as t:
-        t.queues.create_queue("jobs")
-        node = Node(t, Settings(db=t.settings.db))
-        latency: list[float] = []
+        node = (Node(t, Settings(db=t.settings.db)) if idle_poll_s is None
+                else Node(t, Settings(db=t.settings.db), idle_poll_s=idle_poll_s))
+        found: list[tuple[float, bool]] = []
 
         async def main() -> None:
             task = asyncio.create_task(node.run())
             parked = notifier.parked(SCHEDULES_CHANNEL)
             assert await asyncio.to_thread(parked.wait, 10), "the dispatcher never idled"
             seen = notifier.version(SCHEDULES_CHANNEL)
-            due_ms = time.time_ns() // 1_000_000 + WAKE_HORIZON_MS + 300
+            due = due_ms()
             await asyncio.to_thread(t.schedules.create, ScheduleSpec.once(
-                "unannounced", from_ms(due_ms), Target(TargetKind.QUEUE, "jobs", input="x")))
-            assert notifier.version(SCHEDULES_CHANNEL) == seen, "no wake-up was sent"
+                "created", from_ms(due), Target(TargetKind.QUEUE, "jobs", input="x")))
+            woke = notifier.version(SCHEDULES_CHANNEL) != seen
             msgs = await t.queues.receive_async(node.bridge, "jobs", 1, wait_s=10)
-            latency.append(time.time() - due_ms / 1000)
+            found.append((time.time() - due / 1000, woke))
             node.stop()
             await task
             assert [m.body for m in msgs] == ["x"]
@@ -219,7 +190,26 @@ def test_a_schedule_due_beyond_the_wake_horizon_fires_on_time_unannounced(db_url
             asyncio.run(main())
         finally:
             node.bridge.close()
-    assert 0 <= latency[0] < 0.25
+    return found[0]
+
+
+def test_new_earlier_schedule_wakes_the_dispatcher(db_url: str) -> None:
+    """The dispatcher sleeps until the next due instant; creating an earlier schedule
+    wakes it at once. Its idle poll is set far beyond the assertion, so the test fails if
+    a notification does not arrive."""
+    late, woke = _lateness_of_one_created_while_idle(
+        db_url, lambda: time.time_ns() // 1_000_000 + 1_000, idle_poll_s=30)
+    assert woke and 0 <= late < 0.2
+
+
+def test_a_schedule_due_beyond_the_wake_horizon_fires_on_time_unannounced(db_url: str,
+                                                                          ) -> None:
+    """Created due just past the horizon, a schedule sends no wake-up: the idle dispatcher
+    finds it on its fallback poll (1 s) and then sleeps until its instant, so it still
+    fires within milliseconds of it, not a poll late."""
+    late, woke = _lateness_of_one_created_while_idle(
+        db_url, lambda: time.time_ns() // 1_000_000 + WAKE_HORIZON_MS + 300)
+    assert not woke and 0 <= late < 0.25
 
 
 def test_delivered_and_abandoned_firings_are_in_the_firing_history(t: Tidings) -> None:
