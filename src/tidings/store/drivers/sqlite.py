@@ -12,9 +12,11 @@ which showed as the long tail of a job's lateness and as a slower create call. A
 still checkpoints by itself if the WAL ever reaches `FOREGROUND_CHECKPOINT_PAGES`.
 
 All access goes through one connection guarded by a lock: SQLite has one writer anyway,
-and one connection keeps its page cache warm. Writers in other processes (the CLI next to
-`tidings serve`) wait on `busy_timeout`. Write transactions are `BEGIN IMMEDIATE`: they
-take the write lock up front, so two processes never deadlock upgrading a read lock.
+and one connection keeps its page cache warm. Between processes (a web process sending
+jobs next to `tidings serve`, the CLI) a lock file orders the writers
+(`writer_lock.WriterLock`), with `busy_timeout` behind it. Write transactions are
+`BEGIN IMMEDIATE`: they take the write lock up front, so two processes never deadlock
+upgrading a read lock.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 
 from tidings.errors import StoreUnavailable, ValidationError
 from tidings.store.driver import ConnectionLock, Row
+from tidings.store.drivers.writer_lock import WriterLock
 from tidings.store.migrate import migrate
 from tidings.store.sqlfiles import queries
 
@@ -66,6 +69,7 @@ class SQLiteDriver:
         self._lock = threading.RLock()
         self._auto = _Autocommit(self)
         self.inline_lock: ConnectionLock | None = self._lock
+        self._writer = WriterLock(path) if path != ":memory:" else _NoWriterLock()
         try:
             self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
                                          timeout=30.0)
@@ -99,8 +103,10 @@ class SQLiteDriver:
                 return
             if self._left_open and conn.in_transaction:  # a rollback failed earlier
                 self._rollback(conn)
-            conn.execute(self.queries["begin"])
+            writer = self._writer
+            writer.acquire()
             try:
+                conn.execute(self.queries["begin"])
                 yield conn
                 conn.execute(self.queries["commit"])
             except BaseException:
@@ -108,6 +114,8 @@ class SQLiteDriver:
                 # statement may already have rolled it back (SQLite does on SQLITE_FULL).
                 self._rollback(conn)
                 raise
+            finally:
+                writer.release()
 
     @contextmanager
     def one_transaction(self) -> Iterator[None]:
@@ -176,6 +184,7 @@ class SQLiteDriver:
             self._checkpointer.close()
         with self._lock:
             self._conn.close()
+            self._writer.close()
 
     @staticmethod
     def array(values: Sequence[Any]) -> str:
@@ -327,6 +336,14 @@ def _json_ints(values: list[int]) -> str:
     return f"[{','.join(map(str, values))}]"
 
 
+class _NoWriterLock:
+    """An in-memory database: no other process can open it."""
+
+    def acquire(self) -> None: ...
+    def release(self) -> None: ...
+    def close(self) -> None: ...
+
+
 class _Autocommit:
     """What `SQLiteDriver.auto()` enters: the lock and the connection, transient errors
     made `StoreUnavailable`. A plain object rather than a generator context manager: a
@@ -338,11 +355,18 @@ class _Autocommit:
         self._driver = driver
 
     def __enter__(self) -> sqlite3.Connection:
-        self._driver._lock.acquire()
-        return self._driver._conn
+        driver = self._driver
+        driver._lock.acquire()
+        try:
+            driver._writer.acquire()
+        except BaseException:
+            driver._lock.release()
+            raise
+        return driver._conn
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        self._driver._writer.release()
         self._driver._lock.release()
         if isinstance(exc, sqlite3.Error):
             self._driver._raise_if_transient(exc)

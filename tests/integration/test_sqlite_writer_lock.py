@@ -1,0 +1,63 @@
+"""Two processes writing one SQLite file: the waiting one gets the write lock as soon as the
+other lets go, not when SQLite's busy handler next wakes (it sleeps 100 ms at a time once
+it has waited a third of a second). A web process sending jobs next to a busy `tidings
+serve` is this case. SQLite only (PostgreSQL has no file lock)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from tidings.client import Tidings
+from tidings.settings import Settings
+
+#: How long the other process holds each transaction: a busy handler that started waiting
+#: with it slept through 328 ms in steps and is in a 100 ms sleep when it ends, so it
+#: would wake ~78 ms after the release.
+HOLD_S = 0.35
+ROUNDS = 5
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from tidings.client import Tidings
+    from tidings.settings import Settings
+
+    with Tidings(settings=Settings(db=sys.argv[1])) as t:
+        for _ in range(int(sys.argv[2])):
+            with t.store.driver.tx() as conn:
+                conn.execute("UPDATE queues SET modified_at = modified_at")
+                print("holding", flush=True)
+                time.sleep(float(sys.argv[3]))
+                released = time.time()  # then COMMIT (well under a millisecond) and let go
+            print("released", released, flush=True)
+            sys.stdin.readline()  # the next round once the other side has written
+""")
+
+
+def test_a_writer_waiting_on_another_process_goes_on_when_it_commits(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/shared.db"
+    with Tidings(settings=Settings(db=url)) as t:
+        t.queues.create_queue("jobs")
+        delays = []
+        with subprocess.Popen([sys.executable, "-c", HOLDER, url, str(ROUNDS), str(HOLD_S)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True) as holder:
+            assert holder.stdin is not None and holder.stdout is not None
+            for _ in range(ROUNDS):
+                assert holder.stdout.readline().strip() == "holding"
+                t.queues.send("jobs", "waited for the other process")  # blocks meanwhile
+                done = time.time()
+                word, released = holder.stdout.readline().split()
+                assert word == "released"
+                delays.append(done - float(released))
+                holder.stdin.write("\n")
+                holder.stdin.flush()
+            assert holder.wait(30) == 0
+        assert t.queues.describe("jobs").counts.visible == ROUNDS  # every send went in
+    # Each send waited for the commit (it cannot be written before it), and went on
+    # within a few milliseconds of it: one slow round is allowed for a busy machine.
+    assert min(delays) > -0.005, delays
+    assert sorted(delays)[-2] < 0.025, delays
