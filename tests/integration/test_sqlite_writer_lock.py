@@ -61,3 +61,33 @@ def test_a_writer_waiting_on_another_process_goes_on_when_it_commits(tmp_path: P
     # within a few milliseconds of it: one slow round is allowed for a busy machine.
     assert min(delays) > -0.005, delays
     assert sorted(delays)[-2] < 0.025, delays
+
+
+KILLED = textwrap.dedent("""
+    import sys, time
+    from tidings.client import Tidings
+    from tidings.settings import Settings
+
+    with Tidings(settings=Settings(db=sys.argv[1])) as t:
+        with t.store.driver.tx() as conn:
+            conn.execute("UPDATE queues SET modified_at = -1")
+            print("holding", flush=True)
+            time.sleep(60)  # killed here, the transaction and both locks held
+""")
+
+
+def test_a_writer_killed_holding_the_lock_leaves_the_file_writable(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/shared.db"
+    with Tidings(settings=Settings(db=url)) as t:
+        t.queues.create_queue("jobs")
+        with subprocess.Popen([sys.executable, "-c", KILLED, url], stdout=subprocess.PIPE,
+                              text=True) as holder:
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == "holding"
+            holder.kill()
+            holder.wait(10)
+        began = time.monotonic()
+        t.queues.send("jobs", "after the kill")
+        assert time.monotonic() - began < 1.0  # not a busy_timeout (30 s) of waiting
+        assert t.queues.describe("jobs").counts.visible == 1
+        assert t.queues.get_queue("jobs").modified_at != -1  # its transaction rolled back
