@@ -11,8 +11,11 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from tidings.client import Tidings
 from tidings.settings import Settings
+from tidings.store.drivers import writer_lock
 
 #: How long the other process holds each transaction: a busy handler that started waiting
 #: with it slept through 328 ms in steps and is in a 100 ms sleep when it ends, so it
@@ -91,3 +94,20 @@ def test_a_writer_killed_holding_the_lock_leaves_the_file_writable(tmp_path: Pat
         assert time.monotonic() - began < 1.0  # not a busy_timeout (30 s) of waiting
         assert t.queues.describe("jobs").counts.visible == 1
         assert t.queues.get_queue("jobs").modified_at != -1  # its transaction rolled back
+
+
+def test_a_filesystem_without_flock_leaves_the_busy_handler(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             caplog: pytest.LogCaptureFixture,
+                                                             ) -> None:
+    def refused(fd: int, op: int) -> None:
+        raise OSError(95, "Operation not supported")
+
+    monkeypatch.setattr(writer_lock.fcntl, "flock", refused)
+    with Tidings(settings=Settings(db=f"sqlite:///{tmp_path}/nfs.db")) as t:
+        t.queues.create_queue("jobs")
+        t.queues.send("jobs", "written all the same")
+        assert t.queues.describe("jobs").counts.visible == 1
+    assert [r.message for r in caplog.records if "no writer lock" in r.message] == [
+        f"no writer lock on {tmp_path}/nfs.db-writer ([Errno 95] Operation not supported): "
+        "waiting on SQLite's busy handler"]  # once, not per transaction

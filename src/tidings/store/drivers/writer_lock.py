@@ -38,36 +38,48 @@ class WriterLock:
         self._fd = -1
         self._pid = 0
         self._depth = 0
+        self._locked = False  # this process holds the flock (its outermost acquire)
         self._usable = fcntl is not None
 
     def acquire(self) -> None:
         self._depth += 1
         if self._depth == 1 and self._usable:
             fd = self._fd if self._pid == os.getpid() else self._open()
-            if fd >= 0:
+            if fd < 0:
+                return
+            try:
                 fcntl.flock(fd, fcntl.LOCK_EX)  # releases the GIL while it waits
+                self._locked = True
+            except OSError as exc:  # a filesystem without flock (some network ones)
+                self._give_up(exc)
 
     def release(self) -> None:
         self._depth -= 1
-        if self._depth == 0 and self._fd >= 0 and self._pid == os.getpid():
+        if self._depth == 0 and self._locked and self._pid == os.getpid():
+            self._locked = False
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def _open(self) -> int:
         # (a forked child's inherited descriptor is left open: closing it would not
         # release the parent's lock, and the parent still uses it)
+        self._locked = False
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            log.warning("no writer lock file %s (%s): waits on SQLite's busy handler",
-                        self.path, exc)
-            self._usable = False
             self._fd = -1
+            self._give_up(exc)
             return -1
         self._pid = os.getpid()
         return self._fd
 
+    def _give_up(self, exc: OSError) -> None:
+        log.warning("no writer lock on %s (%s): waiting on SQLite's busy handler",
+                    self.path, exc)
+        self._usable = False
+
     def close(self) -> None:
         if self._fd >= 0 and self._pid == os.getpid():
-            os.close(self._fd)
+            os.close(self._fd)  # (lets go of the lock too, were it held)
         self._fd = -1
         self._pid = 0
+        self._locked = False
