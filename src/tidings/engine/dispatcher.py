@@ -5,9 +5,9 @@ firing in Python (next occurrence, target message), then completes them all in o
 transaction that advances or deletes each schedule *and* writes its messages. The
 completion is a compare-and-set on (claim token, occurrence), so a node that lost its
 claim (paused past `claim_ms`, or killed) writes nothing, and the node that took over
-fires the occurrence once. On SQLite the claim and the completion are one transaction
-(`Store.firing_pass`): one writer, so nothing gains by seeing the claim sooner, and the
-claim is a plain read (the completion compares the occurrence). When
+fires the occurrence once. On SQLite (one writer) the claim is a plain read
+(`Store.firing_pass`) and planning holds no lock, so other writers go on meanwhile; the
+completion compares the occurrence and the row's modification time. When
 nothing is due the loop sleeps until the next due instant, at most IDLE_POLL_S, woken early
 when a schedule due within the wake horizon is created (`notify.base.wakes_dispatchers`;
 one due later is found by that poll in time): idle costs one indexed query a second.

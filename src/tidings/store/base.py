@@ -333,24 +333,25 @@ class ScheduleStore(Protocol):
                             token: int) -> list[Schedule]:
         """Take up to `limit` schedules due at `now`, earliest first, for `claim_ms`:
         marked with `token` (due again at `now + claim_ms`), so no other caller takes
-        them meanwhile. Inside a `firing_pass` that is one transaction (SQLite) they are
-        only read: nothing else can write before the pass ends, and a pass that fails is
-        rolled back whole; such a claim is completed in the same pass (with `token`) or
-        not at all (outside it the rows carry no mark, and the completion refuses)."""
+        them meanwhile. Inside a `firing_pass` on a single-writer database (SQLite) they
+        are only read, not marked: a pass that fails wrote nothing, and its rows are due
+        at once; such a claim is completed in the same pass (with `token`) or not at all
+        (outside it the rows carry no mark, and the completion refuses)."""
         ...
 
     def firing_pass(self) -> AbstractContextManager[None]:
-        """Where the backend gains by it, one transaction around a pass's claim and
-        completion (SQLite: one writer; its claim is a read, see `claim_due_schedules`).
-        Elsewhere (PostgreSQL) a no-op: each claim must be seen by other nodes at once."""
+        """Around a pass's claim, planning and completion, on this thread. On a
+        single-writer database (SQLite) its claim is a read (see `claim_due_schedules`)
+        and no transaction is open while the pass plans. Elsewhere (PostgreSQL) a no-op:
+        each claim is marked, and seen by other nodes at once."""
         ...
 
     def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:
         """Advance or delete each claimed schedule and write its messages, all in one
         transaction; a firing whose claim no longer holds writes nothing (False). The
         compare-and-set is on (claim token, occurrence); for the rows its own pass read
-        unmarked (same token), on the occurrence alone: nothing else wrote them since, and
-        an occurrence that moved on (fired, replaced) still refuses."""
+        unmarked (same token), on (modified_at, occurrence): a row updated, paused or
+        fired since it was read refuses."""
         ...
 
     def count_schedules(self) -> int: ...

@@ -38,6 +38,11 @@ class Driver(Protocol):
     #: connection from a pool (PostgreSQL). Whoever takes it without waiting may run a
     #: short store call on its own thread: the event loop then skips a thread hop.
     inline_lock: ConnectionLock | None
+    #: One writer at a time for the whole database (SQLite). A firing pass may then read
+    #: its claim without marking the rows and plan outside any transaction: the
+    #: completion's compare-and-set (the occurrence and `modified_at`) refuses a row that
+    #: changed meanwhile, and nothing was written that a crash would need to undo.
+    single_writer: bool
 
     @property
     def queries(self) -> Mapping[str, str]: ...
@@ -61,18 +66,6 @@ class Driver(Protocol):
     def array(self, values: Sequence[Any]) -> Any:
         """A list bound as one parameter (`IN (SELECT value FROM json_each(?))` /
         `= ANY(%s)`)."""
-        ...
-
-    def one_transaction(self) -> AbstractContextManager[None]:
-        """Make the calls inside it, on this thread, one transaction where that saves work
-        and nothing else needs their commits sooner (SQLite: one writer, one commit; a
-        kill -9 rolls all of it back). Elsewhere a no-op: each call commits as before."""
-        ...
-
-    def in_one_transaction(self) -> bool:
-        """True on the thread inside `one_transaction` where it is one transaction: until
-        it ends, nothing else can write (SQLite's write lock is held). Always False where
-        `one_transaction` is a no-op."""
         ...
 
     def insert_id(self, conn: Conn, query: str, params: Sequence[Any]) -> int | None:

@@ -7,6 +7,7 @@ A firing is a compare-and-set on (claim token, occurrence): a node that lost its
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -42,8 +43,9 @@ def schedule_rows(new: Sequence[NewSchedule], now: int) -> list[ScheduleRow]:
 class SqlSchedules(SqlBase):
     def __init__(self, driver: Driver) -> None:
         super().__init__(driver)
-        #: schedule id -> token, for the rows the current pass read unmarked (`read_due`)
-        self._read: dict[int, int] = {}
+        #: Per thread, inside a `firing_pass` of a single-writer database: schedule id ->
+        #: (token, modified_at) of the rows the pass read unmarked (`read_due`).
+        self._pass = threading.local()
 
     # groups -----------------------------------------------------------------------------
 
@@ -178,45 +180,54 @@ class SqlSchedules(SqlBase):
 
     def claim_due_schedules(self, now: int, limit: int, claim_ms: int,
                             token: int) -> list[Schedule]:
-        with self.driver.auto() as conn:
-            if self.driver.in_one_transaction():
-                # Inside a pass that is one transaction (SQLite): read, don't mark. The
-                # write lock is ours until the pass's completion commits, and a kill -9
-                # rolls the pass back, so the rows are due again at once (no claim to
-                # wait out). The completion knows these rows by id and token.
+        read: dict[int, tuple[int, int]] | None = getattr(self._pass, "read", None)
+        if read is not None:
+            # A pass on a single-writer database (SQLite): read, don't mark. Marking would
+            # rewrite each row (and move it in the due_at index) for nothing: the
+            # completion compares the occurrence and `modified_at`, so a row fired,
+            # changed or deleted meanwhile refuses, and a pass killed before it wrote
+            # nothing, leaving the rows due at once (no claim to wait out).
+            with self.driver.auto() as conn:
                 found = conn.execute(self.q["read_due"], (now, limit)).fetchall()
-                self._read.update((r[0], token) for r in found)
-            else:
-                # One statement: claiming moves due_at to the end of the claim, so if this
-                # node dies before completing, the row is simply due again then (no rescuer).
+            claimed = [rows.schedule(r) for r in found]
+            read.update((s.id, (token, s.modified_at)) for s in claimed)
+        else:
+            # One statement: claiming moves due_at to the end of the claim, so if this
+            # node dies before completing, the row is simply due again then (no rescuer).
+            with self.driver.auto() as conn:
                 found = conn.execute(self.q["claim_due"], {
                     "until": now + claim_ms, "token": token, "now": now,
                     "limit": limit}).fetchall()
-        claimed = [rows.schedule(r) for r in found]
+            claimed = [rows.schedule(r) for r in found]
         claimed.sort(key=lambda s: (s.next_fire_at or 0, s.id))
         return claimed
 
     @contextmanager
     def firing_pass(self) -> Iterator[None]:
-        with self.driver.one_transaction():
-            try:
-                yield
-            finally:
-                self._read.clear()  # a read's rows can only be completed in its pass
+        if not self.driver.single_writer:
+            yield
+            return
+        self._pass.read = {}
+        try:
+            yield
+        finally:
+            self._pass.read = None  # a read's rows can only be completed in its pass
 
     def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:
+        read: dict[int, tuple[int, int]] = getattr(self._pass, "read", None) or {}
+        if read and all(read.get(f.schedule_id, (None,))[0] == f.claim_token
+                        for f in firings):
+            # Rows this pass read unmarked (`read_due`), maybe a while ago (planning
+            # holds no lock): the compare-and-set is on what a change would move, the
+            # occurrence (fired since) and `modified_at` (updated since).
+            deleting, advancing = "delete_read", "advance_read"
+            def claim(f: Firing) -> tuple[int, ...]:
+                return (read[f.schedule_id][1],)
+        else:
+            deleting, advancing = "delete_fired_schedule", "advance_schedule"
+            def claim(f: Firing) -> tuple[int, ...]:
+                return (f.claim_token,)
         with self.driver.tx() as conn:
-            read = self._read
-            if read and all(read.get(f.schedule_id) == f.claim_token for f in firings):
-                # Rows this pass read unmarked (`read_due`): nothing else wrote them since,
-                # so the compare-and-set is on the occurrence alone.
-                deleting, advancing = "delete_read", "advance_read"
-                def claim(f: Firing) -> tuple[int, ...]:
-                    return ()
-            else:
-                deleting, advancing = "delete_fired_schedule", "advance_schedule"
-                def claim(f: Firing) -> tuple[int, ...]:
-                    return (f.claim_token,)
             held = {r[0] for r, ok in zip(*self._each(conn, deleting, [
                 (f.schedule_id, *claim(f), f.occurrence) for f in firings if f.delete]),
                 strict=True) if ok}

@@ -1,8 +1,12 @@
-"""A dispatcher pass in one transaction where the backend gains by it (SQLite): a pass
-that fails after its claim leaves nothing behind, not even the claim; where each call
-commits on its own (PostgreSQL), the claim holds until it expires, as before."""
+"""A dispatcher pass: on a single-writer database (SQLite) its claim is a plain read and
+it plans outside any transaction, so a pass that fails after its claim leaves nothing
+behind, not even the claim, and other writers go on while it plans; the completion's
+compare-and-set refuses a row fired or changed since. Where many nodes write
+(PostgreSQL) the claim is marked and committed at once, and holds until it expires."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 
@@ -125,3 +129,35 @@ def test_a_pass_takes_over_an_expired_claim_and_completes_a_marked_one(
         assert t.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 6) == []
         assert t.store.complete_firings([_fire(m, 6)], clock.now_ms()) == [False]
         assert t.store.complete_firings([_fire(m, 5)], clock.now_ms()) == [True]
+
+
+def test_other_writers_go_on_while_a_pass_plans(t: Tidings, clock: FrozenClock) -> None:
+    _one_shot(t, clock)
+    sent = threading.Event()
+    with t.store.firing_pass():
+        [s] = t.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 7)
+        # (the dispatcher plans here, in Python: a send from another thread, or a web
+        # process, must not wait for the pass's commit)
+        writer = threading.Thread(target=lambda: (t.queues.send("jobs", "meanwhile"),
+                                                  sent.set()))
+        writer.start()
+        assert sent.wait(10), "the send waited for the firing pass"
+        assert t.store.complete_firings([_fire(s, 7)], clock.now_ms()) == [True]
+    writer.join()
+    assert t.queues.describe("jobs").counts.visible == 1  # the send (the firing wrote none)
+
+
+def test_a_schedule_updated_while_its_pass_plans_is_not_fired_by_the_old_plan(
+        t: Tidings, clock: FrozenClock) -> None:
+    at = _one_shot(t, clock)
+    with t.store.firing_pass():
+        [s] = t.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 7)
+        clock.advance(1)
+        updated = t.schedules.update(ScheduleSpec.once(
+            "one", from_ms(at), Target.queue("jobs", "new input"),
+            action_after_completion=ActionAfterCompletion.DELETE))
+        assert updated.next_fire_at == s.next_fire_at  # the same occurrence: only the
+        # row's modification (SQLite) or its cleared claim (PostgreSQL) tells
+        assert t.store.complete_firings([_fire(s, 7)], clock.now_ms()) == [False]
+    assert t.schedules.get("one").spec.target.input == "new input"
+    assert t.store.next_due_at() is not None  # still due: the next pass fires the new one

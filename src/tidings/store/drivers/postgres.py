@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -39,6 +39,9 @@ PgConn = psycopg.Connection[Any]
 
 class PostgresDriver:
     name = "postgres"
+    #: Many nodes write at once: a pass's claim is marked (and committed) at once, so no
+    #: other node's dispatcher takes the same rows while this one plans them.
+    single_writer = False
 
     def __init__(self, url: str, *, now: int, pool_size: int = 8) -> None:
         self.url = url
@@ -122,15 +125,6 @@ class PostgresDriver:
     @staticmethod
     def array(values: Sequence[Any]) -> list[Any]:
         return list(values)
-
-    def one_transaction(self) -> AbstractContextManager[None]:
-        # Each call commits: a claim must be visible (its rows locked, then taken) to the
-        # other nodes' dispatchers at once, not after this one has planned its batch.
-        return nullcontext()
-
-    @staticmethod
-    def in_one_transaction() -> bool:
-        return False
 
     def insert_id(self, conn: PgConn, query: str, params: Sequence[Any]) -> int | None:
         row = conn.execute(self.queries[query], params).fetchone()

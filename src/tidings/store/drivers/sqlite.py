@@ -55,6 +55,7 @@ log = logging.getLogger("tidings.sqlite")
 class SQLiteDriver:
     name = "sqlite"
     max_concurrency = 1
+    single_writer = True
 
     def __init__(self, path: str, *, now: int, synchronous: str = "NORMAL",
                  cache_mb: int = 32) -> None:
@@ -98,9 +99,6 @@ class SQLiteDriver:
     def tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock, self._transient_errors():
             conn = self._conn
-            if self._joined:  # inside this thread's one_transaction (the lock is ours)
-                yield conn
-                return
             if self._left_open and conn.in_transaction:  # a rollback failed earlier
                 self._rollback(conn)
             writer = self._writer
@@ -116,25 +114,6 @@ class SQLiteDriver:
                 raise
             finally:
                 writer.release()
-
-    @contextmanager
-    def one_transaction(self) -> Iterator[None]:
-        # The dispatcher's pass: its claim and its completion were two commits, each
-        # writing every schedule page the batch touched (a burst's rows are scattered
-        # over the table, ~1 page per firing) to the WAL; now one. Other threads wait on
-        # the lock meanwhile, as they would for either statement.
-        with self.tx():
-            self._joined += 1
-            try:
-                yield
-            finally:
-                self._joined -= 1
-
-    def in_one_transaction(self) -> bool:
-        # Taken (re-entered) so that another thread asking while a pass runs waits for it
-        # and hears False: `_joined` counts only the lock holder's passes.
-        with self._lock:
-            return self._joined > 0
 
     def auto(self) -> AbstractContextManager[sqlite3.Connection]:
         # A single write statement starts its write transaction before it reads, so an
@@ -157,7 +136,6 @@ class SQLiteDriver:
                 log.exception("SQLite rollback failed; retried before the next transaction")
 
     _left_open = False  # a failed rollback left a transaction open on the connection
-    _joined = 0  # > 0 while the lock's holder is inside one_transaction
     _checkpointer: Checkpointer | None = None
 
     @contextmanager

@@ -422,26 +422,27 @@ RETURNING id, group_name, name, state, expression, timezone, start_at, end_at, f
           last_fired_at, created_at, modified_at;
 
 -- name: read_due
--- A firing pass's claim (`Store.firing_pass`: one transaction, BEGIN IMMEDIATE): the write
--- lock is held from before this read until the pass's completion commits, so nothing else
--- can write these rows meanwhile and marking them (rewriting each row, moving it in the
--- due_at index) would only cost; a kill -9 mid-pass rolls everything back, leaving them due.
+-- A firing pass's claim on a single-writer database (`Store.firing_pass`): a plain read,
+-- no mark. The pass plans outside any transaction, then completes with `delete_read` /
+-- `advance_read`, whose compare-and-set on the occurrence and modified_at refuses a row
+-- fired, updated or deleted since; a pass killed before completing wrote nothing, so its
+-- rows are due at once.
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
        last_fired_at, created_at, modified_at
 FROM schedules WHERE due_at <= ? ORDER BY due_at LIMIT ?;
 
 -- name: advance_read
--- (id, occurrence, next fire at, due at, fired at): `advance_schedule` for a row read by
--- `read_due` in this same transaction: no claim token to compare, the compare-and-set is on
--- the occurrence (the row count is checked).
-UPDATE schedules SET next_fire_at = ?3, due_at = ?4, claim_token = NULL,
-    last_fired_at = COALESCE(?5, last_fired_at)
-WHERE id = ?1 AND next_fire_at = ?2;
+-- (id, modified_at, occurrence, next fire at, due at, fired at): `advance_schedule` for a
+-- row read by `read_due`: the compare-and-set is on the occurrence (fired since?) and
+-- modified_at (updated since?) instead of a claim token (the row count is checked).
+UPDATE schedules SET next_fire_at = ?4, due_at = ?5, claim_token = NULL,
+    last_fired_at = COALESCE(?6, last_fired_at)
+WHERE id = ?1 AND modified_at = ?2 AND next_fire_at = ?3;
 
 -- name: delete_read
--- (id, occurrence): `delete_fired_schedule` for a row read by `read_due` in this transaction
-DELETE FROM schedules WHERE id = ?1 AND next_fire_at = ?2;
+-- (id, modified_at, occurrence): `delete_fired_schedule` for a row read by `read_due`
+DELETE FROM schedules WHERE id = ?1 AND modified_at = ?2 AND next_fire_at = ?3;
 
 -- name: advance_schedule
 -- (id, claim token, occurrence, next fire at, due at, fired at): compare-and-set on the
