@@ -189,8 +189,6 @@ class SqlSchedules(SqlBase):
             # nothing, leaving the rows due at once (no claim to wait out).
             with self.driver.auto() as conn:
                 found = conn.execute(self.q["read_due"], (now, limit)).fetchall()
-            claimed = [rows.schedule(r) for r in found]
-            read.update((s.id, (token, s.modified_at)) for s in claimed)
         else:
             # One statement: claiming moves due_at to the end of the claim, so if this
             # node dies before completing, the row is simply due again then (no rescuer).
@@ -198,7 +196,9 @@ class SqlSchedules(SqlBase):
                 found = conn.execute(self.q["claim_due"], {
                     "until": now + claim_ms, "token": token, "now": now,
                     "limit": limit}).fetchall()
-            claimed = [rows.schedule(r) for r in found]
+        claimed = [rows.schedule(r) for r in found]
+        if read is not None:
+            read.update((s.id, (token, s.modified_at)) for s in claimed)
         claimed.sort(key=lambda s: (s.next_fire_at or 0, s.id))
         return claimed
 

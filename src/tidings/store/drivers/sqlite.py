@@ -70,7 +70,7 @@ class SQLiteDriver:
         self._lock = threading.RLock()
         self._auto = _Autocommit(self)
         self.inline_lock: ConnectionLock | None = self._lock
-        self._writer = WriterLock(path) if path != ":memory:" else _NoWriterLock()
+        self._writer = WriterLock(path)
         try:
             self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
                                          timeout=30.0)
@@ -312,14 +312,6 @@ def _json_texts(values: list[str]) -> str | None:
 
 def _json_ints(values: list[int]) -> str:
     return f"[{','.join(map(str, values))}]"
-
-
-class _NoWriterLock:
-    """An in-memory database: no other process can open it."""
-
-    def acquire(self) -> None: ...
-    def release(self) -> None: ...
-    def close(self) -> None: ...
 
 
 class _Autocommit:

@@ -39,7 +39,8 @@ class WriterLock:
         self._pid = 0
         self._depth = 0
         self._locked = False  # this process holds the flock (its outermost acquire)
-        self._usable = fcntl is not None
+        # (an in-memory database: no other process can open it)
+        self._usable = fcntl is not None and db_path != ":memory:"
 
     def acquire(self) -> None:
         self._depth += 1
