@@ -23,6 +23,7 @@ from starlette.routing import Route as HttpRoute
 from tidings.client import Tidings, default_notifier
 from tidings.clock import from_ms
 from tidings.engine.consumers import App
+from tidings.engine.dispatcher import IDLE_POLL_S
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
 from tidings.notify.base import SCHEDULES_CHANNEL, WAKE_HORIZON_MS
@@ -156,7 +157,7 @@ def test_function_targets_enrich_suppress_route(t: Tidings) -> None:
 
 
 def _lateness_of_one_created_while_idle(db_url: str, due_ms: Callable[[], int], *,
-                                        idle_poll_s: float | None = None,
+                                        idle_poll_s: float = IDLE_POLL_S,
                                         ) -> tuple[float, bool]:
     """Run a node until its dispatcher idles, then create a one-shot due at `due_ms()`
     (from another thread, as an API call would) and receive what it fires. The long poll's
@@ -167,8 +168,7 @@ def _lateness_of_one_created_while_idle(db_url: str, due_ms: Callable[[], int], 
         t.queues.create_queue("jobs")
         t.schedules.create(ScheduleSpec("far", "at(2099-01-01T00:00:00)",
                                         Target(TargetKind.QUEUE, "jobs")))
-        node = (Node(t, Settings(db=t.settings.db)) if idle_poll_s is None
-                else Node(t, Settings(db=t.settings.db), idle_poll_s=idle_poll_s))
+        node = Node(t, Settings(db=t.settings.db), idle_poll_s=idle_poll_s)
         found: list[tuple[float, bool]] = []
 
         async def main() -> None:
