@@ -8,7 +8,8 @@ self-deleting schedules, one Python API call each, in random order, due evenly o
 created). Each targets the app's queue; its handler records when it started. Lateness is
 the handler's start minus the job's due instant, over every job.
 Final line: {"create_per_s", "lateness_p50_ms", "lateness_p99_ms", "lateness_max_ms",
-"executed", "duplicates", "early", "missing", "peak_rss_mb"}; peak_rss_mb is the server's.
+"executed", "duplicates", "early", "missing", "peak_rss_mb"}; peak_rss_mb is the server's,
+its dispatcher process's included (each one's peak, summed).
 `--timeline 2` also prints, per 2 s of due instants, that slice's lateness to stderr.
 """
 
@@ -69,11 +70,16 @@ def free_port() -> int:
 
 
 def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    return 0.0
+    """The peak RSS of `pid` plus those of its children (the dispatcher process)."""
+    total = 0.0
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        children = [int(c) for c in f.read().split()]
+    for p in (pid, *children):
+        with open(f"/proc/{p}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    total += int(line.split()[1]) / 1024
+    return round(total, 1)
 
 
 def main() -> None:

@@ -270,6 +270,7 @@ def main() -> None:
 
     began_at, measuring = [time.monotonic()], [False]
     cpu_at = [0.0, 0.0]  # this process's CPU seconds when measuring starts and ends
+    assert node.dispatcher is not None  # built in this process: its probe is called here
     node.dispatcher.on_fired = on_fired
     stop = ctx.Event()
     jobs: list[tuple[str, Any, int]] = [("creator", args.rate, 1), ("producer", args.rate, 1)]

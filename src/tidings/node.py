@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tidings.app import App as TaskApp
 from tidings.client import Tidings
+from tidings.dispatch_process import DispatcherProcess, runs_apart
 from tidings.engine.bridge import Bridge
 from tidings.engine.coalesce import Coalescer
 from tidings.engine.consumers import App, Consumer
@@ -71,10 +72,14 @@ class Node:
     `idle_poll_s` bounds how long the dispatcher misses a schedule no notification
     announced; tests raise it to prove that notifications, not polling, woke it. Only
     schedules due within `WAKE_HORIZON_MS` are announced, which assumes this poll is at
-    most half of it (the default, `SCHEDULES_POLL_S`)."""
+    most half of it (the default, `SCHEDULES_POLL_S`).
+
+    `dispatcher_process` fires schedules in a child process (dispatch_process.py) instead
+    of this one; `serve` and `work` choose it by `settings.dispatcher`."""
 
     def __init__(self, t: Tidings, settings: Settings, *, app: App | None = None,
-                 serve_consumers: bool = True, idle_poll_s: float = IDLE_POLL_S) -> None:
+                 serve_consumers: bool = True, idle_poll_s: float = IDLE_POLL_S,
+                 dispatcher_process: bool = False) -> None:
         self.t = t
         self.settings = settings
         self.bridge = Bridge.for_store(t.store)
@@ -87,8 +92,16 @@ class Node:
         ensure_internal_queues(t.queues)
         if isinstance(app, TaskApp):
             app.start(t)  # its queues and periodic schedules; its sends go to this node
-        self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock, t.notifier,
-                                     self.bridge, idle_poll_s=idle_poll_s)
+        self.dispatcher: Dispatcher | None = None
+        self.dispatcher_process: DispatcherProcess | None = None
+        firing: Service
+        if dispatcher_process:
+            firing = self.dispatcher_process = DispatcherProcess(
+                settings, t.notifier, idle_poll_s=idle_poll_s)
+        else:
+            firing = self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock,
+                                                  t.notifier, self.bridge,
+                                                  idle_poll_s=idle_poll_s)
         self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret(),
                                email=EmailDelivery(t.email, self.bridge, settings),
                                webhook_guard=t.schedules.webhook_guard)
@@ -97,7 +110,7 @@ class Node:
                                    self.bridge, concurrency=settings.concurrency,
                                    grace_s=settings.shutdown_grace_s)
         self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, _version())
-        self.services += [self.dispatcher, self.deliveries, self.heartbeat]
+        self.services += [firing, self.deliveries, self.heartbeat]
         if settings.smtp_url:
             self.services.append(Consumer(
                 delivery_app(self.targets, t.queues, t.clock, queue=EMAIL_QUEUE,
@@ -211,8 +224,9 @@ def serve(settings: Settings) -> None:
     security = uvicorn_security(settings)
     app = load_app(settings.app) if settings.app else None
     settings = with_app_db(settings, app)
+    apart = runs_apart(settings)
     t = Tidings(settings=settings)
-    node = Node(t, settings, app=app)
+    node = Node(t, settings, app=app, dispatcher_process=apart)
     asgi = node.http_app()
     scheme = "https" if settings.tls_cert else "http"
     log.info("tidings serving %s on %s://%s:%d%s", t.database_url, scheme, settings.host,
@@ -248,8 +262,9 @@ def work(settings: Settings) -> None:
         raise ValidationError("app", "tidings worker needs --app module:app")
     app = load_app(settings.app)
     settings = with_app_db(settings, app)
+    apart = runs_apart(settings)
     t = Tidings(settings=settings)
-    node = Node(t, settings, app=app)
+    node = Node(t, settings, app=app, dispatcher_process=apart)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

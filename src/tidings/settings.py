@@ -118,6 +118,10 @@ class Settings:
     tls_key: str | None = _setting(None, "PEM private key for direct HTTPS.")
     trusted_proxies: str | None = _setting(None, "Reverse proxies whose X-Forwarded-* "
                                            "headers are believed: IPs, comma-separated.")
+    dispatcher: str = _setting("auto", "Where schedules fire: process (a child process beside "
+                               "the node, on a second core), inline (in the node's own "
+                               "process), auto (process on a SQLite file, else inline).",
+                               choices=("auto", "process", "inline"))
     # Testing only (tests/integration/test_clock_steps.py): step this node's wall clock.
     clock_offset_file: str | None = _setting(None, "Testing only: a file of milliseconds "
                                              "added to this node's wall clock, re-read "
@@ -158,6 +162,17 @@ class Settings:
                 values[f.name] = _convert(f.name, str(f.type), raw)
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+    def to_json(self) -> str:
+        """Every value as one JSON object: how a node hands its settings (secrets too) to
+        the dispatcher process it starts, over a pipe rather than a command line anyone
+        on the machine can read."""
+        return json.dumps({f.name: dict(v) if isinstance(v := getattr(self, f.name), Mapping)
+                           else v for f in fields(self)})
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Settings:
+        return cls(**json.loads(text))
 
     @classmethod
     def described(cls) -> list[tuple[str, str]]:

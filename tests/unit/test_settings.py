@@ -135,3 +135,32 @@ def test_a_misspelt_synchronous_mode_stops_the_client(tmp_path: Path) -> None:
 def test_the_readme_lists_every_variable() -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     assert [variable(f.name) for f in fields(Settings) if variable(f.name) not in readme] == []
+
+
+def test_settings_cross_a_pipe_as_json_whole() -> None:
+    # How a node hands its settings to its dispatcher process: secrets and mappings too.
+    s = Settings(db="sqlite:///x.db", secret="receipts", port=8080, shutdown_grace_s=2.5,
+                 lambda_webhooks={"notify": "https://hooks.example/n"}, dispatcher="inline")
+    back = Settings.from_json(s.to_json())
+    assert back == s and back.secret == "receipts"
+    assert dict(back.lambda_webhooks) == {"notify": "https://hooks.example/n"}
+
+
+@pytest.mark.parametrize(("db", "dispatcher", "apart"), [
+    ("sqlite:///x.db", "auto", True), ("sqlite:////abs/x.db", "auto", True),
+    ("sqlite://:memory:", "auto", False), ("postgresql://h/db", "auto", False),
+    ("sqlite:///x.db", "inline", False), ("postgresql://h/db", "process", True),
+])
+def test_where_schedules_fire(db: str, dispatcher: str, apart: bool) -> None:
+    from tidings.dispatch_process import runs_apart
+
+    assert runs_apart(Settings(db=db, dispatcher=dispatcher)) is apart
+
+
+def test_a_dispatcher_process_cannot_share_an_in_memory_database() -> None:
+    from tidings.dispatch_process import runs_apart
+
+    with pytest.raises(ValidationError, match="TIDINGS_DISPATCHER.*in-memory"):
+        runs_apart(Settings(db="sqlite://:memory:", dispatcher="process"))
+    with pytest.raises(ValidationError, match="TIDINGS_DISPATCHER.*must be one of"):
+        Settings.from_env({"TIDINGS_DISPATCHER": "thread"})

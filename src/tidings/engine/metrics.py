@@ -11,6 +11,7 @@ import threading
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import HistogramMetricFamily, Metric
@@ -61,6 +62,19 @@ class BatchHistogram:
             self._counts = [a + b for a, b in zip(self._counts, found, strict=True)]
             self._sum += total
 
+    def state(self) -> tuple[list[int], float]:
+        """The counts per bucket (not cumulative) and the sum: what a child process reports
+        (`merge`) to its parent."""
+        with self._lock:
+            return list(self._counts), self._sum
+
+    def merge(self, counts: Sequence[int], total: float) -> None:
+        if len(counts) != len(self._counts):
+            raise ValueError(f"{self.name}: {len(counts)} buckets, not {len(self._counts)}")
+        with self._lock:
+            self._counts = [a + b for a, b in zip(self._counts, counts, strict=True)]
+            self._sum += total
+
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             counts, total = list(self._counts), self._sum
@@ -83,6 +97,57 @@ EMAIL_WAITING = Gauge("tidings_email_waiting",
                       " or being retried", registry=REGISTRY)
 SENT = Counter("tidings_messages_sent", "Messages accepted into queues (sends and batches)",
                registry=REGISTRY)
+
+
+# What a dispatcher counts, reported by a dispatcher process to the node that started it
+# (tidings/dispatch_process.py), so one scrape of the node still sees every firing.
+_FORWARDED: dict[str, Counter] = {
+    "tidings_schedule_firings": FIRED, "tidings_schedule_skipped": SKIPPED,
+    "tidings_deliveries": DELIVERED, "tidings_delivery_failures": FAILED,
+    "tidings_dead_lettered": DEAD_LETTERED}
+_LATENESS_KEY = "tidings_firing_lateness_seconds"
+
+Snapshot = dict[str, Any]
+
+
+def forwarded_snapshot() -> Snapshot:
+    """This process's totals of the forwarded metrics: {"counters": [[name, labels,
+    value], ...], "lateness": [counts, sum]}, JSON-ready."""
+    counters = []
+    for family in REGISTRY.collect():
+        if family.name in _FORWARDED:
+            counters += [[family.name, s.labels, s.value] for s in family.samples
+                         if s.name.endswith("_total")]
+    counts, total = LATENESS.state()
+    return {"counters": counters, _LATENESS_KEY: [counts, total]}
+
+
+def snapshot_delta(now: Snapshot, before: Snapshot | None) -> Snapshot | None:
+    """What `now` counted beyond `before`; None when nothing moved."""
+    seen = {(n, tuple(sorted(labels.items()))): v
+            for n, labels, v in (before or {}).get("counters", [])}
+    counters = []
+    for name, labels, value in now["counters"]:
+        moved = value - seen.get((name, tuple(sorted(labels.items()))), 0.0)
+        if moved:
+            counters.append([name, labels, moved])
+    counts, total = now[_LATENESS_KEY]
+    old_counts, old_total = (before or {}).get(_LATENESS_KEY, [[0] * len(counts), 0.0])
+    counts = [a - b for a, b in zip(counts, old_counts, strict=True)]
+    if not counters and not any(counts):
+        return None
+    return {"counters": counters, _LATENESS_KEY: [counts, total - old_total]}
+
+
+def merge_snapshot(delta: Snapshot) -> None:
+    """Add what another process counted (`snapshot_delta`) to this process's metrics;
+    a name this version does not know is ignored, not fatal."""
+    for name, labels, value in delta.get("counters", []):
+        counter = _FORWARDED.get(name)
+        if counter is not None and value > 0:
+            (counter.labels(**labels) if labels else counter).inc(value)
+    if _LATENESS_KEY in delta:
+        LATENESS.merge(*delta[_LATENESS_KEY])
 
 
 class RecentFailures:

@@ -1,0 +1,218 @@
+"""The dispatcher process beside a node on a SQLite file (tidings/dispatch_process.py): real
+child processes, a real SQLite file, real signals. SQLite only: it is what runs it."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tidings.client import Tidings
+from tidings.engine import consumers, metrics
+from tidings.engine.consumers import App, Job
+from tidings.model.schedules import ActionAfterCompletion, ScheduleSpec, Target, TargetKind
+from tidings.node import Node
+from tidings.settings import Settings
+
+
+def at(seconds_from_now: float) -> str:
+    return time.strftime("at(%Y-%m-%dT%H:%M:%S)", time.gmtime(time.time() + seconds_from_now))
+
+
+def one_shots(t: Tidings, n: int, due: str, queue: str = "jobs") -> None:
+    results = t.schedules.create_many(
+        ScheduleSpec(f"s{i}", due, Target(TargetKind.QUEUE, queue, input=f"s{i}"),
+                     action_after_completion=ActionAfterCompletion.DELETE)
+        for i in range(n))
+    assert sum(r.created for r in results) == n
+
+
+def bodies(t: Tidings, queue: str = "jobs") -> Counter[str]:
+    seen: Counter[str] = Counter()
+    while got := t.queues.receive(queue, 10, wait_s=0, visibility_s=3600):
+        seen.update(m.body for m in got)
+    return seen
+
+
+def fired_total() -> float:
+    return sum(s.value for f in metrics.REGISTRY.collect() if f.name == "tidings_schedule_firings"
+               for s in f.samples if s.name.endswith("_total"))
+
+
+def alive(pid: int) -> bool:
+    """A process that exited but was not reaped (its parent died: orphans go to an init that
+    may not reap) counts as gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as f:
+        return [int(c) for c in f.read().split()]
+
+
+def test_wake_ups_cross_both_ways_and_the_node_counts_the_child_firings(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Neither side polls within the test's time: the child sleeps 60 s between looks at
+    # the next due instant, the node's consumer 60 s between receives. A job created after
+    # both are asleep runs at once only if the node woke the child (a schedule due soon)
+    # and the child woke the node's consumer (a message in its queue).
+    monkeypatch.setattr(consumers, "POLL_S", 60.0)
+    settings = Settings(db=f"sqlite:///{tmp_path}/t.db")
+    app = App(queue="jobs")
+    ran: list[float] = []
+    dues: list[int] = []
+
+    @app.handler("ping")
+    def ping(job: Job) -> None:
+        ran.append(time.time())
+
+    with Tidings(settings=settings) as t:
+        node = Node(t, settings, app=app, idle_poll_s=60.0, dispatcher_process=True)
+        assert node.dispatcher is None and node.dispatcher_process is not None
+        before = fired_total()
+
+        async def main() -> None:
+            task = asyncio.create_task(node.run())
+            proc = node.dispatcher_process
+            assert proc is not None
+            await asyncio.wait_for(proc.ready.wait(), 30)
+            await asyncio.sleep(1.5)  # both asleep now
+            # due at a whole second (at()) 0.3-1.3 s ahead: within the wake horizon
+            dues.append(int(time.time() + 1.3))
+            t.schedules.create(ScheduleSpec(
+                "ping", time.strftime("at(%Y-%m-%dT%H:%M:%S)", time.gmtime(dues[0])),
+                Target(TargetKind.QUEUE, "jobs", input='{"type": "ping", "id": "p1"}'),
+                action_after_completion=ActionAfterCompletion.DELETE))
+            deadline = time.monotonic() + 10
+            while not ran and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(METRICS_WAIT_S)
+            node.stop()
+            await task
+
+        try:
+            asyncio.run(main())
+        finally:
+            node.bridge.close()
+        assert ran, "the job never ran: a wake-up was lost on one side"
+        assert ran[0] - dues[0] < 1.0
+        assert fired_total() - before == 1  # the child's firing, on the node's /metrics
+
+
+METRICS_WAIT_S = 1.0  # two of the child's metric reports
+
+
+def test_a_dispatcher_process_killed_mid_firing_is_restarted_and_fires_each_once(
+        tmp_path: Path) -> None:
+    n = 30_000
+    settings = Settings(db=f"sqlite:///{tmp_path}/t.db")
+    with Tidings(settings=settings) as t:
+        t.queues.create_queue("jobs", retention_s=86400)
+        node = Node(t, settings, dispatcher_process=True)
+        proc = node.dispatcher_process
+        assert proc is not None
+        killed: list[int] = []
+
+        async def main() -> None:
+            task = asyncio.create_task(node.run())
+            await asyncio.wait_for(proc.ready.wait(), 30)
+            one_shots(t, n, at(1))
+            deadline = time.monotonic() + 60
+            while t.queues.describe("jobs").counts.visible < n // 10:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.005)
+            assert proc.process is not None
+            killed.append(proc.process.pid)
+            os.kill(proc.process.pid, signal.SIGKILL)
+            killed.append(t.store.count_schedules())
+            while t.store.count_schedules() and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            node.stop()
+            await task
+
+        try:
+            asyncio.run(main())
+        finally:
+            node.bridge.close()
+        assert killed[1] > 0, "the kill landed mid-firing"
+        assert proc.started == 2, "the node started a new dispatcher process"
+        assert t.store.count_schedules() == 0, "every schedule fired"
+        seen = bodies(t)
+        assert len(seen) == n and max(seen.values()) == 1, "each fired exactly once"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve(url: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """`tidings serve` on `url` and the pid of its dispatcher process, once it runs."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tidings", "serve", "--db", url, "--port", str(free_port())],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while not (kids := children(proc.pid)):
+        assert time.monotonic() < deadline and proc.poll() is None, "no dispatcher process"
+        time.sleep(0.05)
+    return proc, kids[0]
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_the_dispatcher_process_stops_with_serve_even_one_killed_9(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/t.db"
+    with Tidings(settings=Settings(db=url)) as t:
+        t.queues.create_queue("jobs", retention_s=86400)
+    # a graceful stop takes its dispatcher process with it
+    server, child = serve(url, tmp_path)
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(30) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it caught
+    assert gone_within(child, 5)
+    # kill -9 of the node mid-firing: its child notices its pipe close and exits; the
+    # pass it was in completes or rolls back, so after a restart each fired once
+    with Tidings(settings=Settings(db=url)) as t:
+        one_shots(t, 20_000, at(2))
+    server, child = serve(url, tmp_path)
+    try:
+        with Tidings(settings=Settings(db=url)) as t:
+            deadline = time.monotonic() + 60
+            while t.queues.describe("jobs").counts.visible < 2_000:
+                assert time.monotonic() < deadline
+                time.sleep(0.005)
+        os.kill(server.pid, signal.SIGKILL)
+        server.wait(10)
+        assert gone_within(child, 10), "the dispatcher process outlived its node"
+        with Tidings(settings=Settings(db=url)) as t:
+            assert t.store.count_schedules() > 0, "the kill landed mid-firing"
+        server, child = serve(url, tmp_path)
+        with Tidings(settings=Settings(db=url)) as t:
+            deadline = time.monotonic() + 60
+            while t.store.count_schedules():
+                assert time.monotonic() < deadline, "schedules left unfired"
+                time.sleep(0.1)
+            seen = bodies(t)
+        assert len(seen) == 20_000 and max(seen.values()) == 1
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
