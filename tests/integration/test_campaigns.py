@@ -17,6 +17,7 @@ from tidings.engine.schedules import flex_offset_ms
 from tidings.errors import TemplateNotFound, ValidationError
 from tidings.model.campaigns import CampaignStatus, Step, recipient_key
 from tidings.model.schedules import ActionAfterCompletion
+from tidings.store.base import Firing
 
 ZONES = ["America/New_York", "Europe/London", "Asia/Kolkata", "Australia/Sydney",
          "America/Los_Angeles", "Africa/Nairobi"]
@@ -201,6 +202,30 @@ def test_pause_resume_and_cancel(tc: Tidings, clock: FrozenClock) -> None:
     assert (cancelled.counts.scheduled, cancelled.counts.cancelled) == (0, 20)
     with pytest.raises(ValidationError, match="CANCELLED"):
         tc.campaigns.resume("spring")
+
+
+def test_a_campaign_paused_while_a_pass_plans_its_firing_does_not_fire(
+        tc: Tidings, clock: FrozenClock) -> None:
+    # The pass read (SQLite) or claimed (PostgreSQL) the schedule before the pause; its
+    # completion must not fire it, nor delete it: the pause cleared the claim and changed
+    # the row, so the completion's compare-and-set refuses.
+    tc.campaigns.fanout(csv_source(recipients(1)), options(steps=(Step("only", 0),)))
+    [name] = names(tc)
+    due = tc.schedules.get(name, "spring").due_at
+    assert due is not None
+    clock.set(due + 1)
+    with tc.store.firing_pass():
+        [s] = tc.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 7)
+        clock.advance(1)
+        tc.campaigns.pause("spring")
+        assert s.next_fire_at is not None
+        firing = Firing(schedule_id=s.id, claim_token=7, occurrence=s.next_fire_at,
+                        next_fire_at=None, due_at=None, delete=True, fired=True)
+        assert tc.store.complete_firings([firing], clock.now_ms()) == [False]
+    paused = tc.schedules.get(name, "spring")
+    assert paused.spec.state.value == "DISABLED" and paused.due_at is None
+    resumed = tc.campaigns.resume("spring")
+    assert resumed.counts.enabled == 1  # it fires after the resume, once
 
 
 def test_forecast_counts_planned_firings_per_minute(tc: Tidings, clock: FrozenClock) -> None:

@@ -721,7 +721,9 @@ SELECT 1 FROM campaigns WHERE name = %s AND status = 'ACTIVE' FOR UPDATE;
 UPDATE campaigns SET cancelled = cancelled + %s, modified_at = %s WHERE name = %s;
 
 -- name: disable_group_schedules
-UPDATE schedules SET state = 'DISABLED', due_at = NULL, modified_at = %s
+-- The claim goes too: a dispatcher that claimed one of these schedules before the pause
+-- must not fire (or delete) it; its completion's compare-and-set is on the claim token.
+UPDATE schedules SET state = 'DISABLED', due_at = NULL, claim_token = NULL, modified_at = %s
 WHERE group_name = %s AND state = 'ENABLED';
 
 -- name: enable_schedule
