@@ -56,6 +56,13 @@ class Driver(Protocol):
         one statement (atomic by itself), without a transaction's extra round trips."""
         ...
 
+    def read(self) -> AbstractContextManager[Conn]:
+        """`auto` for statements that only read. On SQLite it leaves out the writer lock
+        (drivers/writer_lock.py): in WAL mode a reader neither waits for a writer nor
+        holds one up, and a read under that lock made the other process's writes wait
+        for it (a dispatcher process reading its claim held up the node's consumers)."""
+        ...
+
     def close(self) -> None: ...
 
     def borrow(self, connection: Any) -> AbstractContextManager[Conn]:

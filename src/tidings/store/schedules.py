@@ -186,8 +186,9 @@ class SqlSchedules(SqlBase):
             # rewrite each row (and move it in the due_at index) for nothing: the
             # completion compares the occurrence and `modified_at`, so a row fired,
             # changed or deleted meanwhile refuses, and a pass killed before it wrote
-            # nothing, leaving the rows due at once (no claim to wait out).
-            with self.driver.auto() as conn:
+            # nothing, leaving the rows due at once (no claim to wait out). A read: the
+            # other process's writers go on meanwhile.
+            with self.driver.read() as conn:
                 found = conn.execute(self.q["read_due"], (now, limit)).fetchall()
         else:
             # One statement: claiming moves due_at to the end of the claim, so if this

@@ -29,6 +29,13 @@ def message_row(queue_id: int, m: NewMessage) -> Row:
             m.deduplication_id, m.scheduled_at)
 
 
+def only_reads(sql: str) -> bool:
+    """Whether a named query is a plain SELECT (after its comments): `_one` and `_all` run
+    it without the writer lock. A WITH may end in a write, so it is not counted."""
+    code = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+    return code.lstrip()[:7].upper() in ("SELECT ", "SELECT\n")
+
+
 class SqlBase:
     def __init__(self, driver: Driver) -> None:
         self.driver = driver
@@ -36,12 +43,13 @@ class SqlBase:
         self.url = driver.url
         self.max_concurrency = driver.max_concurrency
         self.inline_lock: ConnectionLock | None = driver.inline_lock
+        self._reads = frozenset(name for name, sql in self.q.items() if only_reads(sql))
 
     def close(self) -> None:
         self.driver.close()
 
     def _one(self, query: str, args: Params = ()) -> Any:
-        with self.driver.auto() as conn:
+        with (self.driver.read() if query in self._reads else self.driver.auto()) as conn:
             return conn.execute(self.q[query], args).fetchone()
 
     def _found(self, query: str, args: Params, missing: type[NotFoundError], ident: str) -> Any:
@@ -52,7 +60,7 @@ class SqlBase:
         return row
 
     def _all(self, query: str, args: Params = ()) -> list[Any]:
-        with self.driver.auto() as conn:
+        with (self.driver.read() if query in self._reads else self.driver.auto()) as conn:
             return list(conn.execute(self.q[query], args).fetchall())
 
     def reclaim_space(self) -> bool:

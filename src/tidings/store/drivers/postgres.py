@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -70,6 +70,9 @@ class PostgresDriver:
     def auto(self) -> Iterator[PgConn]:
         with self._connection() as conn:
             yield conn
+
+    def read(self) -> AbstractContextManager[PgConn]:
+        return self.auto()  # (nothing to leave out: PostgreSQL has no writer lock)
 
     @contextmanager
     def _connection(self) -> Iterator[PgConn]:
