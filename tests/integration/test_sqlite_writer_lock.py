@@ -96,6 +96,30 @@ def test_a_writer_killed_holding_the_lock_leaves_the_file_writable(tmp_path: Pat
         assert t.queues.get_queue("jobs").modified_at != -1  # its transaction rolled back
 
 
+def test_reads_go_on_while_another_process_holds_the_writer_lock(tmp_path: Path) -> None:
+    # WAL readers never wait for a writer: the next due instant, a queue's counts and a
+    # firing pass's claim read answer at once, from the last commit, while the other
+    # process's transaction is open (the node's consumers beside a dispatcher process).
+    url = f"sqlite:///{tmp_path}/shared.db"
+    with Tidings(settings=Settings(db=url)) as t:
+        t.queues.create_queue("jobs")
+        with subprocess.Popen([sys.executable, "-c", KILLED, url], stdout=subprocess.PIPE,
+                              text=True) as holder:
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == "holding"
+            try:
+                began = time.monotonic()
+                assert t.store.next_due_at() is None
+                assert t.queues.get_queue("jobs").modified_at != -1  # not its uncommitted
+                assert t.queues.describe("jobs").counts.visible == 0
+                with t.store.firing_pass():
+                    assert t.store.claim_due_schedules(t.clock.now_ms(), 10, 10_000, 1) == []
+                assert time.monotonic() - began < 1.0  # not after the holder's 60 s
+            finally:
+                holder.kill()
+                holder.wait(10)
+
+
 def test_a_filesystem_without_flock_leaves_the_busy_handler(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch,
                                                              caplog: pytest.LogCaptureFixture,

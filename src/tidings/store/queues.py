@@ -94,7 +94,7 @@ class SqlQueues(SqlBase):
         return [rows.queue_record(r) for r in self._all("dead_letter_sources", (dlq_name,))]
 
     def queue_counts(self, queue_id: int, now: int) -> QueueCounts:
-        with self.driver.auto() as conn:
+        with self.driver.read() as conn:
             total = conn.execute(self.q["queue_total"], (queue_id,)).fetchone()[0]
             in_flight, delayed = conn.execute(self.q["not_visible_counts"],
                                               (queue_id, now)).fetchone()
