@@ -32,6 +32,7 @@ import gc
 import json
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -268,6 +269,12 @@ async def _serve(first: dict[str, Any], out: IO[bytes]) -> None:
 
 def main() -> None:
     """The child: `python -m tidings.dispatch_process`, started by `DispatcherProcess`."""
+    # It lives exactly as long as its stdin. Ctrl-C in a terminal (SIGINT to the whole
+    # foreground group) or a service manager's SIGTERM to every process of the unit is
+    # the node's to handle: it stops gracefully, then closes this pipe. Only SIGKILL
+    # ends the child by itself, and a pass cut short by it is rolled back.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     # The protocol owns the real stdout; a stray print goes to stderr, not into it.
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

@@ -12,6 +12,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -159,11 +160,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve(url: str, tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """`tidings serve` on `url` and the pid of its dispatcher process, once it runs."""
+def serve(url: str, tmp_path: Path, *, log: IO[bytes] | None = None
+          ) -> tuple[subprocess.Popen[bytes], int]:
+    """`tidings serve` on `url` (in a process group of its own, as in a terminal) and the
+    pid of its dispatcher process, once it runs."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "tidings", "serve", "--db", url, "--port", str(free_port())],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cwd=tmp_path, stdout=subprocess.DEVNULL, start_new_session=True,
+        stderr=subprocess.DEVNULL if log is None else log)
     deadline = time.monotonic() + 30
     while not (kids := children(proc.pid)):
         assert time.monotonic() < deadline and proc.poll() is None, "no dispatcher process"
@@ -216,3 +220,23 @@ def test_the_dispatcher_process_stops_with_serve_even_one_killed_9(tmp_path: Pat
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(30)
+
+
+def test_ctrl_c_stops_serve_and_then_its_dispatcher_process_quietly(tmp_path: Path) -> None:
+    # SIGINT to the whole process group (a terminal's Ctrl-C): the node stops gracefully
+    # and closes the pipe; the child ignored the signal, so it neither dies with a
+    # traceback first nor gets restarted by a node that thought it crashed.
+    url = f"sqlite:///{tmp_path}/t.db"
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        server, child = serve(url, tmp_path, log=out)
+    time.sleep(0.5)  # past its start-up
+    os.kill(child, signal.SIGTERM)  # a stray SIGTERM to the child alone: ignored too
+    time.sleep(0.3)
+    assert alive(child)
+    os.killpg(server.pid, signal.SIGINT)
+    assert server.wait(30) in (0, 130, -signal.SIGINT)  # 130: the shell's Ctrl-C status
+    assert gone_within(child, 10)
+    text = log.read_text()
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
+    assert "dispatcher process: exited" not in text, text
