@@ -9,7 +9,7 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -62,13 +62,25 @@ def run_until(node: Any, until: Callable[[], bool], *, timeout: float = 30.0,
               poll_s: float = 0.05) -> None:
     """Run a `tidings.node.Node` until `until()` holds, the node stops by itself or
     `timeout` passes; then stop it and close its bridge."""
+    async def scenario(running: asyncio.Task[None]) -> None:
+        deadline = time.monotonic() + timeout
+        while not until() and not running.done() and time.monotonic() < deadline:
+            await asyncio.sleep(poll_s)
+
+    run_with(node, scenario)
+
+
+def run_with(node: Any, scenario: Callable[[asyncio.Task[None]], Awaitable[None]]) -> None:
+    """Run a `tidings.node.Node` while the coroutine `scenario(running)` acts on it
+    (`running`: the node's task); then stop the node and close its bridge, after a failing
+    scenario too."""
     async def main() -> None:
         task = asyncio.create_task(node.run())
-        deadline = time.monotonic() + timeout
-        while not until() and not task.done() and time.monotonic() < deadline:
-            await asyncio.sleep(poll_s)
-        node.stop()
-        await task
+        try:
+            await scenario(task)
+        finally:
+            node.stop()
+            await task
 
     try:
         asyncio.run(main())

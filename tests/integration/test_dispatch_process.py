@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from serving import run_with
 
 from tidings.client import Tidings
 from tidings.engine import consumers, metrics
@@ -84,8 +85,7 @@ def test_wake_ups_cross_both_ways_and_the_node_counts_the_child_firings(
         assert node.dispatcher is None and node.dispatcher_process is not None
         before = fired_total()
 
-        async def main() -> None:
-            task = asyncio.create_task(node.run())
+        async def scenario(running: asyncio.Task[None]) -> None:
             proc = node.dispatcher_process
             assert proc is not None
             await asyncio.wait_for(proc.ready.wait(), 30)
@@ -100,13 +100,8 @@ def test_wake_ups_cross_both_ways_and_the_node_counts_the_child_firings(
             while not ran and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
             await asyncio.sleep(METRICS_WAIT_S)
-            node.stop()
-            await task
 
-        try:
-            asyncio.run(main())
-        finally:
-            node.bridge.close()
+        run_with(node, scenario)
         assert ran, "the job never ran: a wake-up was lost on one side"
         assert ran[0] - dues[0] < 1.0
         assert fired_total() - before == 1  # the child's firing, on the node's /metrics
@@ -126,8 +121,7 @@ def test_a_dispatcher_process_killed_mid_firing_is_restarted_and_fires_each_once
         assert proc is not None
         killed: list[int] = []
 
-        async def main() -> None:
-            task = asyncio.create_task(node.run())
+        async def scenario(running: asyncio.Task[None]) -> None:
             await asyncio.wait_for(proc.ready.wait(), 30)
             one_shots(t, n, at(1))
             deadline = time.monotonic() + 60
@@ -140,13 +134,8 @@ def test_a_dispatcher_process_killed_mid_firing_is_restarted_and_fires_each_once
             killed.append(t.store.count_schedules())
             while t.store.count_schedules() and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
-            node.stop()
-            await task
 
-        try:
-            asyncio.run(main())
-        finally:
-            node.bridge.close()
+        run_with(node, scenario)
         assert killed[1] > 0, "the kill landed mid-firing"
         assert proc.started == 2, "the node started a new dispatcher process"
         assert t.store.count_schedules() == 0, "every schedule fired"

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -79,16 +81,27 @@ KILLED = textwrap.dedent("""
 """)
 
 
+@contextmanager
+def another_process_writing(url: str) -> Iterator[None]:
+    """Another process holding a write transaction (and both locks) on `url` for the
+    block; killed -9 at its end."""
+    with subprocess.Popen([sys.executable, "-c", KILLED, url], stdout=subprocess.PIPE,
+                          text=True) as holder:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "holding"
+        try:
+            yield
+        finally:
+            holder.kill()
+            holder.wait(10)
+
+
 def test_a_writer_killed_holding_the_lock_leaves_the_file_writable(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/shared.db"
     with Tidings(settings=Settings(db=url)) as t:
         t.queues.create_queue("jobs")
-        with subprocess.Popen([sys.executable, "-c", KILLED, url], stdout=subprocess.PIPE,
-                              text=True) as holder:
-            assert holder.stdout is not None
-            assert holder.stdout.readline().strip() == "holding"
-            holder.kill()
-            holder.wait(10)
+        with another_process_writing(url):
+            pass
         began = time.monotonic()
         t.queues.send("jobs", "after the kill")
         assert time.monotonic() - began < 1.0  # not a busy_timeout (30 s) of waiting
@@ -103,21 +116,14 @@ def test_reads_go_on_while_another_process_holds_the_writer_lock(tmp_path: Path)
     url = f"sqlite:///{tmp_path}/shared.db"
     with Tidings(settings=Settings(db=url)) as t:
         t.queues.create_queue("jobs")
-        with subprocess.Popen([sys.executable, "-c", KILLED, url], stdout=subprocess.PIPE,
-                              text=True) as holder:
-            assert holder.stdout is not None
-            assert holder.stdout.readline().strip() == "holding"
-            try:
-                began = time.monotonic()
-                assert t.store.next_due_at() is None
-                assert t.queues.get_queue("jobs").modified_at != -1  # not its uncommitted
-                assert t.queues.describe("jobs").counts.visible == 0
-                with t.store.firing_pass():
-                    assert t.store.claim_due_schedules(t.clock.now_ms(), 10, 10_000, 1) == []
-                assert time.monotonic() - began < 1.0  # not after the holder's 60 s
-            finally:
-                holder.kill()
-                holder.wait(10)
+        with another_process_writing(url):
+            began = time.monotonic()
+            assert t.store.next_due_at() is None
+            assert t.queues.get_queue("jobs").modified_at != -1  # not its uncommitted
+            assert t.queues.describe("jobs").counts.visible == 0
+            with t.store.firing_pass():
+                assert t.store.claim_due_schedules(t.clock.now_ms(), 10, 10_000, 1) == []
+            assert time.monotonic() - began < 1.0  # not after the holder's 60 s
 
 
 def test_a_filesystem_without_flock_leaves_the_busy_handler(tmp_path: Path,
