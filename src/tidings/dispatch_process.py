@@ -108,7 +108,7 @@ class DispatcherProcess:
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         self.process, self.started = proc, self.started + 1
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps({"settings": json.loads(self.settings.to_json()),
+        proc.stdin.write(json.dumps({"settings": self.settings.values(),
                                      "idle_poll_s": self.idle_poll_s}).encode() + b"\n")
         wakes = asyncio.create_task(self._forward_wakeups(proc.stdin))
         try:
@@ -237,7 +237,7 @@ async def _serve(first: dict[str, Any], out: IO[bytes]) -> None:
     def stop_soon() -> None:  # from any thread: stdin ended, or stdout broke
         loop.call_soon_threadsafe(stop.set)
 
-    settings = Settings.from_json(json.dumps(first["settings"]))
+    settings = Settings.from_values(first["settings"])
     wire = _Wire(out, stop_soon)
     t = Tidings(settings=settings)
     bridge = Bridge.for_store(t.store)

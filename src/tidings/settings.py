@@ -163,16 +163,16 @@ class Settings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
-    def to_json(self) -> str:
-        """Every value as one JSON object: how a node hands its settings (secrets too) to
-        the dispatcher process it starts, over a pipe rather than a command line anyone
-        on the machine can read."""
-        return json.dumps({f.name: dict(v) if isinstance(v := getattr(self, f.name), Mapping)
-                           else v for f in fields(self)})
+    def values(self) -> dict[str, Any]:
+        """Every value, JSON-ready (mappings as dicts): how a node hands its settings,
+        secrets too, to the dispatcher process it starts, over a pipe rather than a
+        command line anyone on the machine can read."""
+        return {f.name: dict(v) if isinstance(v := getattr(self, f.name), Mapping) else v
+                for f in fields(self)}
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> Settings:
-        return cls(**json.loads(text))
+    def from_values(cls, values: Mapping[str, Any]) -> Settings:
+        return cls(**values)
 
     @classmethod
     def described(cls) -> list[tuple[str, str]]:

@@ -58,9 +58,7 @@ class BatchHistogram:
         for v in values:
             found[bisect_left(bounds, v)] += 1  # the first bound >= v: "le" is inclusive
             total += v
-        with self._lock:
-            self._counts = [a + b for a, b in zip(self._counts, found, strict=True)]
-            self._sum += total
+        self.merge(found, total)
 
     def state(self) -> tuple[list[int], float]:
         """The counts per bucket (not cumulative) and the sum: what a child process reports
@@ -69,6 +67,8 @@ class BatchHistogram:
             return list(self._counts), self._sum
 
     def merge(self, counts: Sequence[int], total: float) -> None:
+        """Add counts per bucket (not cumulative) and their sum: a batch, or what a child
+        process counted."""
         if len(counts) != len(self._counts):
             raise ValueError(f"{self.name}: {len(counts)} buckets, not {len(self._counts)}")
         with self._lock:
@@ -111,8 +111,8 @@ Snapshot = dict[str, Any]
 
 
 def forwarded_snapshot() -> Snapshot:
-    """This process's totals of the forwarded metrics: {"counters": [[name, labels,
-    value], ...], "lateness": [counts, sum]}, JSON-ready."""
+    """This process's totals of the forwarded metrics, JSON-ready: {"counters": [[name,
+    labels, value], ...], "tidings_firing_lateness_seconds": [counts per bucket, sum]}."""
     counters = []
     for family in REGISTRY.collect():
         if family.name in _FORWARDED:
