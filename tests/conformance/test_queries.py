@@ -13,11 +13,12 @@ STORE = Path(__file__).resolve().parents[2] / "src" / "tidings" / "store"
 ONLY = {
     "sqlite": {"begin", "commit", "rollback", "delete_message", "finish_job", "reserve_job",
                "job_key_states", "job_key_state", "finish_job_keys", "delete_leased",
-               "reserve_job_group", "read_due", "advance_read", "delete_read"},
+               "reserve_job_group", "read_due"},
     "postgres": {"lock", "try_lock", "notify", "copy_messages", "send_messages",
                  "delete_messages", "stage_schedules", "copy_schedules",
                  "insert_staged_schedules", "finish_jobs", "reserve_job_keys",
-                 "current_schema", "set_search_path"},
+                 "current_schema", "set_search_path", "lock_due",
+                 "insert_messages_unnest"},
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -204,24 +205,35 @@ def test_pause_resume_and_cancel(tc: Tidings, clock: FrozenClock) -> None:
         tc.campaigns.resume("spring")
 
 
-def test_a_campaign_paused_while_a_pass_plans_its_firing_does_not_fire(
+def test_a_campaign_paused_while_a_pass_plans_its_firing_is_serialised_with_it(
         tc: Tidings, clock: FrozenClock) -> None:
-    # The pass read (SQLite) or claimed (PostgreSQL) the schedule before the pause; its
-    # completion must not fire it, nor delete it: the pause cleared the claim and changed
-    # the row, so the completion's compare-and-set refuses.
+    # SQLite: the pass read the schedule before the pause, unlocked; its completion must
+    # neither fire nor delete it: the pause changed the row, so the compare-and-set
+    # refuses. PostgreSQL: the pass locked the row, so the pause waits for the pass's
+    # commit; the firing goes first, and the pause then finds the schedule fired.
     tc.campaigns.fanout(csv_source(recipients(1)), options(steps=(Step("only", 0),)))
     [name] = names(tc)
     due = tc.schedules.get(name, "spring").due_at
     assert due is not None
     clock.set(due + 1)
+    locking = tc.store.inline_lock is None
+    pausing = threading.Thread(target=lambda: tc.campaigns.pause("spring"))
     with tc.store.firing_pass():
         [s] = tc.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 7)
         clock.advance(1)
-        tc.campaigns.pause("spring")
+        pausing.start()
+        pausing.join(0.5 if locking else 10)
+        assert pausing.is_alive() is locking  # PostgreSQL: waiting on the row lock
         assert s.next_fire_at is not None
         firing = Firing(schedule_id=s.id, claim_token=7, occurrence=s.next_fire_at,
                         next_fire_at=None, due_at=None, delete=True, fired=True)
-        assert tc.store.complete_firings([firing], clock.now_ms()) == [False]
+        assert tc.store.complete_firings([firing], clock.now_ms()) == [locking]
+    pausing.join(10)
+    assert not pausing.is_alive()
+    if locking:  # fired and deleted, once, before the pause
+        assert names(tc) == []
+        assert tc.campaigns.resume("spring").counts.enabled == 0
+        return
     paused = tc.schedules.get(name, "spring")
     assert paused.spec.state.value == "DISABLED" and paused.due_at is None
     resumed = tc.campaigns.resume("spring")

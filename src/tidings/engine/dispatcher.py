@@ -1,13 +1,14 @@
 """The dispatcher: fires due schedules, in batches, exactly once into their queues.
 
-One pass claims up to `batch` due schedules (earliest first) for `claim_ms`, plans each
-firing in Python (next occurrence, target message), then completes them all in one
-transaction that advances or deletes each schedule *and* writes its messages. The
-completion is a compare-and-set on (claim token, occurrence), so a node that lost its
-claim (paused past `claim_ms`, or killed) writes nothing, and the node that took over
-fires the occurrence once. On SQLite (one writer) the claim is a plain read
-(`Store.firing_pass`) and planning holds no lock, so other writers go on meanwhile; the
-completion compares the occurrence and the row's modification time. When
+One pass claims up to `batch` due schedules (earliest first), plans each firing in Python
+(next occurrence, target message), then completes them all in one transaction that
+advances or deletes each schedule *and* writes its messages. The claim marks no row
+(`Store.firing_pass`): on SQLite (one writer) it is a plain read and planning holds no
+lock, so other writers go on meanwhile; on PostgreSQL the pass is one transaction whose
+claim locks the rows (`SKIP LOCKED`: other nodes take others) and which the server ends
+if the node stalls for `claim_ms`. The completion is a compare-and-set on the occurrence
+and the row's modification time, so a node that lost its rows (stalled past `claim_ms`,
+or killed) writes nothing, and the node that took over fires the occurrence once. When
 nothing is due the loop sleeps until the next due instant, at most IDLE_POLL_S, woken early
 when a schedule due within the wake horizon is created (`notify.base.wakes_dispatchers`;
 one due later is found by that poll in time): idle costs one indexed query a second.

@@ -333,17 +333,20 @@ class ScheduleStore(Protocol):
                             token: int) -> list[Schedule]:
         """Take up to `limit` schedules due at `now`, earliest first, for `claim_ms`:
         marked with `token` (due again at `now + claim_ms`), so no other caller takes
-        them meanwhile. Inside a `firing_pass` on a single-writer database (SQLite) they
-        are only read, not marked: a pass that fails wrote nothing, and its rows are due
-        at once; such a claim is completed in the same pass (with `token`) or not at all
-        (outside it the rows carry no mark, and the completion refuses)."""
+        them meanwhile. Inside a `firing_pass` they are not marked: read (SQLite) or
+        locked in the pass's transaction (PostgreSQL). A pass that fails wrote nothing,
+        and its rows are due at once; such a claim is completed in the same pass (with
+        `token`) or not at all (outside it the rows carry no mark, and the completion
+        refuses)."""
         ...
 
     def firing_pass(self) -> AbstractContextManager[None]:
         """Around a pass's claim, planning and completion, on this thread. On a
         single-writer database (SQLite) its claim is a read (see `claim_due_schedules`)
-        and no transaction is open while the pass plans. Elsewhere (PostgreSQL) a no-op:
-        each claim is marked, and seen by other nodes at once."""
+        and no transaction is open while the pass plans. Where many nodes write
+        (PostgreSQL) the pass is one transaction: its claim locks the rows (other nodes
+        skip them), its completion commits, and a node stalled for the claim's `claim_ms`
+        loses it to the server's idle limit, as it would lose an expired claim."""
         ...
 
     def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:

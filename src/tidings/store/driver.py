@@ -51,6 +51,17 @@ class Driver(Protocol):
         """One write transaction (committed at the end of the block, rolled back on error)."""
         ...
 
+    def pass_tx(self) -> AbstractContextManager[Conn]:
+        """A firing pass's transaction where many nodes write (PostgreSQL): its claim
+        locks the rows it reads, and its completion commits with them. A single writer's
+        pass does not use it (it reads, plans, then completes in `tx`)."""
+        ...
+
+    def pipelined(self, conn: Conn) -> AbstractContextManager[Any]:
+        """Statements sent without waiting for each one's answer until a result is read
+        or the block ends (PostgreSQL's pipeline mode; elsewhere nothing changes)."""
+        ...
+
     def auto(self) -> AbstractContextManager[Conn]:
         """A connection whose statements commit on their own: a read, or a write that is
         one statement (atomic by itself), without a transaction's extra round trips."""

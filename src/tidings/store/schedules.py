@@ -43,8 +43,9 @@ def schedule_rows(new: Sequence[NewSchedule], now: int) -> list[ScheduleRow]:
 class SqlSchedules(SqlBase):
     def __init__(self, driver: Driver) -> None:
         super().__init__(driver)
-        #: Per thread, inside a `firing_pass` of a single-writer database: schedule id ->
-        #: (token, modified_at) of the rows the pass read unmarked (`read_due`).
+        #: Per thread, inside a `firing_pass`: `read`, schedule id -> (token, modified_at)
+        #: of the rows the pass read unmarked (`read_due`, SQLite) or locked (`lock_due`,
+        #: PostgreSQL); `conn`, the pass's own transaction where it has one (PostgreSQL).
         self._pass = threading.local()
 
     # groups -----------------------------------------------------------------------------
@@ -181,7 +182,17 @@ class SqlSchedules(SqlBase):
     def claim_due_schedules(self, now: int, limit: int, claim_ms: int,
                             token: int) -> list[Schedule]:
         read: dict[int, tuple[int, int]] | None = getattr(self._pass, "read", None)
-        if read is not None:
+        held: Conn | None = getattr(self._pass, "conn", None)
+        if held is not None:
+            # A pass with a transaction of its own (PostgreSQL): the rows are locked in it,
+            # not marked. Marking wrote each row (and its WAL) once more and cost a commit
+            # of its own; a pass killed before completing rolls back, its rows due at once.
+            # The idle limit is the claim's length: a pass whose node stalls (paused,
+            # swapped out) that long is ended by the server, and its rows go to another
+            # node, as an expired claim's would.
+            found = held.execute(self.q["lock_due"],
+                                 (f"{max(claim_ms, 1)}ms", now, limit)).fetchall()
+        elif read is not None:
             # A pass on a single-writer database (SQLite): read, don't mark. Marking would
             # rewrite each row (and move it in the due_at index) for nothing: the
             # completion compares the occurrence and `modified_at`, so a row fired,
@@ -205,14 +216,31 @@ class SqlSchedules(SqlBase):
 
     @contextmanager
     def firing_pass(self) -> Iterator[None]:
-        if not self.driver.single_writer:
-            yield
+        if self.driver.single_writer:
+            self._pass.read = {}
+            try:
+                yield
+            finally:
+                self._pass.read = None  # a read's rows can only be completed in its pass
             return
-        self._pass.read = {}
-        try:
-            yield
-        finally:
-            self._pass.read = None  # a read's rows can only be completed in its pass
+        with self.driver.pass_tx() as conn:
+            self._pass.read, self._pass.conn = {}, conn
+            try:
+                yield
+            finally:
+                self._pass.read = self._pass.conn = None
+
+    @contextmanager
+    def _completion(self) -> Iterator[Conn]:
+        """The pass's own transaction, if it has one (its statements pipelined: the
+        completion reads only which rows held), else a new one."""
+        held: Conn | None = getattr(self._pass, "conn", None)
+        if held is None:
+            with self.driver.tx() as conn:
+                yield conn
+            return
+        with self.driver.pipelined(held):
+            yield held
 
     def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:
         read: dict[int, tuple[int, int]] = getattr(self._pass, "read", None) or {}
@@ -228,7 +256,7 @@ class SqlSchedules(SqlBase):
             deleting, advancing = "delete_fired_schedule", "advance_schedule"
             def claim(f: Firing) -> tuple[int, ...]:
                 return (f.claim_token,)
-        with self.driver.tx() as conn:
+        with self._completion() as conn:
             held = {r[0] for r, ok in zip(*self._each(conn, deleting, [
                 (f.schedule_id, *claim(f), f.occurrence) for f in firings if f.delete]),
                 strict=True) if ok}

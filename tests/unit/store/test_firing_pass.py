@@ -1,18 +1,22 @@
-"""A dispatcher pass: on a single-writer database (SQLite) its claim is a plain read and
-it plans outside any transaction, so a pass that fails after its claim leaves nothing
-behind, not even the claim, and other writers go on while it plans; the completion's
-compare-and-set refuses a row fired or changed since. Where many nodes write
-(PostgreSQL) the claim is marked and committed at once, and holds until it expires."""
+"""A dispatcher pass claims its rows without marking them: on a single-writer database
+(SQLite) its claim is a plain read and it plans outside any transaction; where many nodes
+write (PostgreSQL) the pass is one transaction whose claim locks the rows. Either way a
+pass that fails after its claim leaves nothing behind, not even the claim, other writers
+go on while it plans, and the completion's compare-and-set refuses a row fired or changed
+since. A claim marked outside a pass holds until it expires."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock, from_ms
+from tidings.errors import ScheduleNotFound, StoreUnavailable
 from tidings.model.schedules import ActionAfterCompletion, Schedule, ScheduleSpec, Target
+from tidings.settings import Settings
 from tidings.store.base import Firing
 
 
@@ -20,8 +24,7 @@ class _Boom(Exception):
     pass
 
 
-def test_a_failed_pass_keeps_or_drops_its_claim_by_backend(t: Tidings,
-                                                          clock: FrozenClock) -> None:
+def test_a_failed_pass_leaves_its_rows_due_at_once(t: Tidings, clock: FrozenClock) -> None:
     t.queues.create_queue("jobs")
     now = clock.now_ms()
     t.schedules.create(ScheduleSpec.once("one", from_ms(now + 10), Target.queue("jobs", "a"),
@@ -30,11 +33,8 @@ def test_a_failed_pass_keeps_or_drops_its_claim_by_backend(t: Tidings,
     with pytest.raises(_Boom), t.store.firing_pass():
         assert len(t.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 7)) == 1
         raise _Boom
-    due = t.store.next_due_at()
-    if t.store.inline_lock is not None:  # SQLite: one connection, one transaction
-        assert due == now + 10
-    else:
-        assert due == clock.now_ms() + 10_000  # the claim committed on its own
+    assert t.store.next_due_at() == now + 10  # no claim to wait out
+    assert t.schedules.get("one").due_at == now + 10
 
 
 def test_a_pass_commits_its_claim_and_completion_together(t: Tidings,
@@ -71,18 +71,13 @@ def _fire(s: Schedule, token: int, occurrence: int | None = None) -> Firing:
                   next_fire_at=None, due_at=None, delete=True, fired=True)
 
 
-def test_a_one_transaction_pass_reads_its_claim_without_marking(t: Tidings,
-                                                                clock: FrozenClock) -> None:
+def test_a_pass_claims_without_marking(t: Tidings, clock: FrozenClock) -> None:
     at = _one_shot(t, clock)
     with t.store.firing_pass():
         [s] = t.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 7)
-        # SQLite: the write lock is the pass's until it commits, so the row is not
-        # rewritten (no claim token, due_at where it was); PostgreSQL marks it at once.
-        due = t.store.next_due_at()
-        if t.store.inline_lock is not None:
-            assert due == at
-        else:
-            assert due == clock.now_ms() + 10_000
+        # Not rewritten (no claim token, due_at where it was): SQLite's pass holds no
+        # lock yet, PostgreSQL's holds the row's lock in its transaction.
+        assert t.store.next_due_at() == at
         assert t.store.complete_firings([_fire(s, 7)], clock.now_ms()) == [True]
     assert t.store.next_due_at() is None
 
@@ -106,11 +101,9 @@ def test_a_claim_read_in_a_pass_cannot_be_completed_after_it(t: Tidings,
     at = _one_shot(t, clock)
     with t.store.firing_pass():
         [s] = t.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 7)
-    if t.store.inline_lock is not None:  # read unmarked: nothing holds outside the pass
-        assert t.store.complete_firings([_fire(s, 7)], clock.now_ms()) == [False]
-        assert t.store.next_due_at() == at  # still due: the next pass fires it
-    else:  # marked: the claim holds until it expires
-        assert t.store.complete_firings([_fire(s, 7)], clock.now_ms()) == [True]
+    # unmarked: nothing holds outside the pass
+    assert t.store.complete_firings([_fire(s, 7)], clock.now_ms()) == [False]
+    assert t.store.next_due_at() == at  # still due: the next pass fires it
 
 
 def test_a_pass_takes_over_an_expired_claim_and_completes_a_marked_one(
@@ -150,14 +143,68 @@ def test_other_writers_go_on_while_a_pass_plans(t: Tidings, clock: FrozenClock) 
 def test_a_schedule_updated_while_its_pass_plans_is_not_fired_by_the_old_plan(
         t: Tidings, clock: FrozenClock) -> None:
     at = _one_shot(t, clock)
+    update = ScheduleSpec.once("one", from_ms(at), Target.queue("jobs", "new input"),
+                               action_after_completion=ActionAfterCompletion.DELETE)
+    if t.store.inline_lock is None:  # PostgreSQL: the pass holds the row's lock
+        _an_update_waits_for_the_pass_that_locked_its_row(t, clock, update)
+        return
     with t.store.firing_pass():
         [s] = t.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 7)
         clock.advance(1)
-        updated = t.schedules.update(ScheduleSpec.once(
-            "one", from_ms(at), Target.queue("jobs", "new input"),
-            action_after_completion=ActionAfterCompletion.DELETE))
+        updated = t.schedules.update(update)
         assert updated.next_fire_at == s.next_fire_at  # the same occurrence: only the
-        # row's modification (SQLite) or its cleared claim (PostgreSQL) tells
+        # row's modification tells
         assert t.store.complete_firings([_fire(s, 7)], clock.now_ms()) == [False]
     assert t.schedules.get("one").spec.target.input == "new input"
     assert t.store.next_due_at() is not None  # still due: the next pass fires the new one
+
+
+def _an_update_waits_for_the_pass_that_locked_its_row(t: Tidings, clock: FrozenClock,
+                                                      update: ScheduleSpec) -> None:
+    """PostgreSQL: the update and the firing are serialised by the row lock. The pass
+    completes (the firing was planned from the row as it was), then the update finds the
+    one-shot gone, as if it had come a moment after the firing."""
+    outcome: list[BaseException | None] = []
+
+    def updating() -> None:
+        try:
+            t.schedules.update(update)
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 (handed to the test's thread)
+            outcome.append(exc)
+
+    with t.store.firing_pass():
+        [s] = t.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 7)
+        writer = threading.Thread(target=updating)
+        writer.start()
+        writer.join(0.5)
+        assert writer.is_alive(), "the update did not wait for the pass's row lock"
+        assert t.store.complete_firings([_fire(s, 7)], clock.now_ms()) == [True]
+    writer.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], ScheduleNotFound)
+    assert t.store.next_due_at() is None  # fired (and deleted) once, as planned
+
+
+def test_a_stalled_pass_loses_its_rows_to_another_node(db_url: str, clock: FrozenClock,
+                                                       ) -> None:
+    """PostgreSQL: a pass idle in its transaction for longer than its hold (a node paused
+    or swapped out) is ended by the server; its rows go to the next pass, which fires
+    them once, and the stalled pass writes nothing. (SQLite's pass holds nothing while it
+    plans: there is nothing to lose.)"""
+    if not db_url.startswith("postgres"):
+        pytest.skip("SQLite: a pass holds no lock while it plans")
+    with Tidings(settings=Settings(db=db_url), clock=clock) as one, \
+            Tidings(settings=Settings(db=db_url), clock=clock) as other:
+        _one_shot(one, clock)
+        with pytest.raises(StoreUnavailable), one.store.firing_pass():
+            [s] = one.store.claim_due_schedules(clock.now_ms(), 10, 200, 7)
+            with other.store.firing_pass():  # meanwhile: locked, so skipped
+                assert other.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 8) == []
+            time.sleep(1.0)  # stalled past its hold: the server ends the transaction
+            with other.store.firing_pass():
+                [again] = other.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 8)
+                assert again.id == s.id
+                assert other.store.complete_firings([_fire(again, 8)],
+                                                    clock.now_ms()) == [True]
+            one.store.complete_firings([_fire(s, 7)], clock.now_ms())
+        assert other.store.next_due_at() is None  # fired once, by the other node

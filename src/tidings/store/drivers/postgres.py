@@ -66,6 +66,12 @@ class PostgresDriver:
         with self._connection() as conn, conn.transaction():
             yield conn
 
+    def pass_tx(self) -> AbstractContextManager[PgConn]:
+        return self.tx()
+
+    def pipelined(self, conn: PgConn) -> AbstractContextManager[Any]:
+        return conn.pipeline()
+
     @contextmanager
     def auto(self) -> Iterator[PgConn]:
         with self._connection() as conn:
@@ -158,6 +164,10 @@ class PostgresDriver:
         return bool(row and row[0])
 
     def insert_messages(self, conn: PgConn, rows: Sequence[Row]) -> None:
+        if conn.pgconn.pipeline_status:  # in a pass (`pass_tx`): one statement
+            columns = [list(col) for col in zip(*rows, strict=True)]
+            conn.execute(self.queries["insert_messages_unnest"], (rows[0][0], *columns[1:]))
+            return
         with conn.cursor() as cur:
             if len(rows) >= COPY_FROM:
                 with cur.copy(self.queries["copy_messages"]) as copy:

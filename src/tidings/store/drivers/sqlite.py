@@ -26,7 +26,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -115,6 +115,12 @@ class SQLiteDriver:
                 raise
             finally:
                 writer.release()
+
+    def pass_tx(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self.tx()  # (unused: one writer's pass reads, then completes in `tx`)
+
+    def pipelined(self, conn: sqlite3.Connection) -> AbstractContextManager[None]:
+        return nullcontext()  # in-process: no round trips to save
 
     def auto(self) -> AbstractContextManager[sqlite3.Connection]:
         # A single write statement starts its write transaction before it reads, so an

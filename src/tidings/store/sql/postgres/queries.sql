@@ -139,6 +139,16 @@ INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attr
 VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 RETURNING id;
 
+-- name: insert_messages_unnest
+-- A firing batch's messages in a pass's pipelined completion (where COPY cannot run): one
+-- statement, the columns as arrays, the queue id bound once.
+INSERT INTO messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
+                      visible_at, sent_at, expires_at, group_id, deduplication_id,
+                      scheduled_at)
+SELECT %b, m.* FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],
+                           %b::bigint[], %b::bigint[], %b::bigint[], %b::text[],
+                           %b::text[], %b::bigint[]) AS m;
+
 -- name: copy_messages
 -- The bulk path for a firing batch's messages.
 COPY messages (queue_id, message_id, body, md5_body, attributes, md5_attributes,
@@ -525,6 +535,41 @@ RETURNING s.id, s.group_name, s.name, s.state, s.expression, s.timezone, s.start
           s.end_at, s.flex_minutes, s.target, s.action_after_completion, s.description,
           s.client_token, s.next_fire_at, s.due_at, s.last_fired_at, s.created_at,
           s.modified_at;
+
+-- name: lock_due
+-- (hold, now, limit) A firing pass's claim (`Store.firing_pass`): the rows are locked in the
+-- pass's transaction, not marked. SKIP LOCKED: other nodes' passes take other rows; a pass
+-- that fails (or a node killed) rolls back, leaving its rows as they were, due at once.
+-- The completion (`delete_read` / `advance_read`) runs in the same transaction. `hold` is
+-- the transaction's idle limit, set in the same round trip: a pass whose node stalls
+-- (paused, swapped out) is ended by the server, so its rows go to another node, as an
+-- expired claim would.
+WITH hold AS MATERIALIZED (
+    SELECT set_config('idle_in_transaction_session_timeout', %s, true))
+SELECT s.id, s.group_name, s.name, s.state, s.expression, s.timezone, s.start_at, s.end_at,
+       s.flex_minutes, s.target, s.action_after_completion, s.description, s.client_token,
+       s.next_fire_at, s.due_at, s.last_fired_at, s.created_at, s.modified_at
+FROM schedules AS s WHERE s.due_at <= %s AND EXISTS (SELECT FROM hold)
+ORDER BY s.due_at LIMIT %s
+FOR UPDATE OF s SKIP LOCKED;
+
+-- name: advance_read
+-- (id, modified_at, occurrence, next fire at, due at, fired at)[]: `advance_schedule` for
+-- rows a pass locked (`lock_due`): the compare-and-set is on the occurrence and modified_at.
+UPDATE schedules AS s
+SET next_fire_at = v.next_fire_at, due_at = v.due_at, claim_token = NULL,
+    last_fired_at = COALESCE(v.fired_at, s.last_fired_at)
+FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
+            %s::bigint[]) AS v(id, modified_at, occurrence, next_fire_at, due_at, fired_at)
+WHERE s.id = v.id AND s.modified_at = v.modified_at AND s.next_fire_at = v.occurrence
+RETURNING s.id;
+
+-- name: delete_read
+-- (id, modified_at, occurrence)[]: `delete_fired_schedule` for rows a pass locked
+DELETE FROM schedules AS s
+USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS v(id, modified_at, occurrence)
+WHERE s.id = v.id AND s.modified_at = v.modified_at AND s.next_fire_at = v.occurrence
+RETURNING s.id;
 
 -- name: advance_schedule
 -- (id, claim token, occurrence, next fire at, due at, fired at)[]: compare-and-set on the
