@@ -87,14 +87,18 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--spread", type=float, default=60.0, help="seconds")
     parser.add_argument("--db", default=None, help="default: a SQLite file in a temp dir")
-    parser.add_argument("--create-rate-guess", type=float, default=5_000.0,
-                        help="creations/s assumed when placing the window after them")
+    parser.add_argument("--create-rate-guess", type=float, default=None,
+                        help="creations/s assumed when placing the window after them "
+                        "(default: 5,000 on SQLite, 1,000 on PostgreSQL, where each "
+                        "creation is a round trip and a commit's flush)")
     parser.add_argument("--timeline", type=float, default=0.0, metavar="SECONDS",
                         help="also print lateness p50/p99/max per slice of the window "
                         "(by due instant) to stderr: when the tail happened")
     args = parser.parse_args()
     tmp = scratch_dir()
     db = args.db or f"sqlite:///{tmp}/bench.db"
+    if args.create_rate_guess is None:
+        args.create_rate_guess = 1_000.0 if db.startswith("postgres") else 5_000.0
     log = os.path.join(tmp, "ran.log")
     with open(os.path.join(tmp, "delayedapp.py"), "w") as f:
         f.write(APP)
