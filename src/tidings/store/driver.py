@@ -51,12 +51,6 @@ class Driver(Protocol):
         """One write transaction (committed at the end of the block, rolled back on error)."""
         ...
 
-    def pass_tx(self) -> AbstractContextManager[Conn]:
-        """A firing pass's transaction where many nodes write (PostgreSQL): its claim
-        locks the rows it reads, and its completion commits with them. A single writer's
-        pass does not use it (it reads, plans, then completes in `tx`)."""
-        ...
-
     def pipelined(self, conn: Conn) -> AbstractContextManager[Any]:
         """Statements sent without waiting for each one's answer until a result is read
         or the block ends (PostgreSQL's pipeline mode; elsewhere nothing changes)."""

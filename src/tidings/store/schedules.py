@@ -223,7 +223,8 @@ class SqlSchedules(SqlBase):
             finally:
                 self._pass.read = None  # a read's rows can only be completed in its pass
             return
-        with self.driver.pass_tx() as conn:
+        # Many writers (PostgreSQL): one transaction, whose claim locks the rows
+        with self.driver.tx() as conn:
             self._pass.read, self._pass.conn = {}, conn
             try:
                 yield

@@ -66,9 +66,6 @@ class PostgresDriver:
         with self._connection() as conn, conn.transaction():
             yield conn
 
-    def pass_tx(self) -> AbstractContextManager[PgConn]:
-        return self.tx()
-
     def pipelined(self, conn: PgConn) -> AbstractContextManager[Any]:
         return conn.pipeline()
 
@@ -164,7 +161,7 @@ class PostgresDriver:
         return bool(row and row[0])
 
     def insert_messages(self, conn: PgConn, rows: Sequence[Row]) -> None:
-        if conn.pgconn.pipeline_status:  # in a pass (`pass_tx`): one statement
+        if conn.pgconn.pipeline_status:  # a firing pass's pipelined completion: one statement
             columns = [list(col) for col in zip(*rows, strict=True)]
             conn.execute(self.queries["insert_messages_unnest"], (rows[0][0], *columns[1:]))
             return

@@ -116,9 +116,6 @@ class SQLiteDriver:
             finally:
                 writer.release()
 
-    def pass_tx(self) -> AbstractContextManager[sqlite3.Connection]:
-        return self.tx()  # (unused: one writer's pass reads, then completes in `tx`)
-
     def pipelined(self, conn: sqlite3.Connection) -> AbstractContextManager[None]:
         return nullcontext()  # in-process: no round trips to save
 
