@@ -11,7 +11,8 @@ boto3's own per-call overhead would dominate the figure, so it is not used here)
 Final line: {"send_req_per_s", "receive_delete_req_per_s", "batch_msgs_per_s"}, each phase's
 request latencies (`*_p50_ms`, `*_p99_ms`; a pair's is its two calls together) and the
 server's CPU seconds per 10,000 requests, pairs or messages (`*_cpu_s_per_10k`, from
-/proc: a figure that holds on a loaded machine, where the rates do not).
+/proc: a figure that holds on a loaded machine, where the rates do not) and this client's
+(`*_client_cpu_s_per_10k`: what the client takes of the same 2 cores).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ async def phase(conns: list[Conn], seconds: float, step: Any, name: str, pid: in
     returns per second. Adds the phase's latencies and server CPU to `figures`."""
     counts = [0] * len(conns)
     latencies: list[float] = []
-    cpu_before = cpu_s(pid)
+    cpu_before, client_before = cpu_s(pid), time.process_time()
     start = time.perf_counter()
     deadline = start + seconds
 
@@ -90,6 +91,8 @@ async def phase(conns: list[Conn], seconds: float, step: Any, name: str, pid: in
     figures[f"{name}_p99_ms"] = round(percentile(latencies, 99) * 1000, 2)
     if pid is not None and done:
         figures[f"{name}_cpu_s_per_10k"] = round((cpu_s(pid) - cpu_before) / done * 10_000, 2)
+        figures[f"{name}_client_cpu_s_per_10k"] = round(
+            (time.process_time() - client_before) / done * 10_000, 2)
     return done / elapsed
 
 
