@@ -5,6 +5,7 @@ serve` is this case. SQLite only (PostgreSQL has no file lock)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -141,3 +142,36 @@ def test_a_filesystem_without_flock_leaves_the_busy_handler(tmp_path: Path,
     assert [r.message for r in caplog.records if "no writer lock" in r.message] == [
         f"no writer lock on {tmp_path}/nfs.db-writer ([Errno 95] Operation not supported): "
         "waiting on SQLite's busy handler"]  # once, not per transaction
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork: POSIX only")
+def test_a_forked_child_takes_the_lock_on_its_own_file(tmp_path: Path) -> None:
+    """A forked child inherits its parent's open lock file, and a flock belongs to the open
+    file: through it the child would get the lock while the parent holds it. It must open
+    its own and wait. The process id the lock compares is cached, so the cache must follow
+    the fork."""
+    lock = writer_lock.WriterLock(str(tmp_path / "forked.db"))
+    lock.acquire()  # the parent's descriptor is open from here on
+    lock.release()
+    held_r, held_w = os.pipe()
+    report_r, report_w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            os.read(held_r, 1)  # the parent holds the lock now
+            began = time.monotonic()
+            lock.acquire()
+            os.write(report_w, f"{time.monotonic() - began:.3f}".encode())
+            lock.release()
+        finally:
+            os._exit(0)
+    lock.acquire()
+    os.write(held_w, b"x")
+    time.sleep(0.3)
+    lock.release()
+    waited = float(os.read(report_r, 64))
+    os.waitpid(child, 0)
+    for fd in (held_r, held_w, report_r, report_w):
+        os.close(fd)
+    lock.close()
+    assert waited >= 0.25  # it waited for the parent's release

@@ -11,8 +11,9 @@ and the same sends took p99 22-23 ms, worst 31-32 ms (p50 1.5 -> 0.4 ms).
 The lock only orders tidings' own processes; SQLite's locking still guards the file
 (another program writing it, or a system without `flock`, falls back to busy_timeout).
 A process killed with -9 lets go with its last descriptor, so a kill never leaves the
-file held. A child forked while the lock is held shares the parent's open file (and so
-its lock): it opens its own on first use.
+file held. A forked child shares the parent's open file, and a flock belongs to the open
+file, so through it the child would hold whatever the parent holds: it opens its own on
+first use.
 """
 
 from __future__ import annotations
@@ -26,6 +27,22 @@ except ImportError:  # Windows: SQLite's busy handler alone
     fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger("tidings.sqlite")
+
+
+class _Pid:
+    """This process's id, read again only in a forked child: `os.getpid()` is a system
+    call, and asking it twice per write transaction was ~4 % of a one-call-at-a-time
+    schedule creation (bench/delayed_jobs.py, py-spy --native)."""
+
+    value = os.getpid()
+
+    @classmethod
+    def refresh(cls) -> None:
+        cls.value = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_Pid.refresh)
 
 
 class WriterLock:
@@ -45,7 +62,7 @@ class WriterLock:
     def acquire(self) -> None:
         self._depth += 1
         if self._depth == 1 and self._usable:
-            fd = self._fd if self._pid == os.getpid() else self._open()
+            fd = self._fd if self._pid == _Pid.value else self._open()
             if fd < 0:
                 return
             try:
@@ -56,7 +73,7 @@ class WriterLock:
 
     def release(self) -> None:
         self._depth -= 1
-        if self._depth == 0 and self._locked and self._pid == os.getpid():
+        if self._depth == 0 and self._locked and self._pid == _Pid.value:
             self._locked = False
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
@@ -70,7 +87,7 @@ class WriterLock:
             self._fd = -1
             self._give_up(exc)
             return -1
-        self._pid = os.getpid()
+        self._pid = _Pid.value
         return self._fd
 
     def _give_up(self, exc: OSError) -> None:
@@ -79,7 +96,7 @@ class WriterLock:
         self._usable = False
 
     def close(self) -> None:
-        if self._fd >= 0 and self._pid == os.getpid():
+        if self._fd >= 0 and self._pid == _Pid.value:
             os.close(self._fd)  # (lets go of the lock too, were it held)
         self._fd = -1
         self._pid = 0
