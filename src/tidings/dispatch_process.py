@@ -41,6 +41,7 @@ from typing import IO, Any
 
 from tidings.engine import metrics
 from tidings.engine.backoff import Backoff
+from tidings.engine.health import Health
 from tidings.errors import ValidationError
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
 from tidings.settings import Settings, variable
@@ -73,8 +74,12 @@ class DispatcherProcess:
     """A service of the node (run/stop): keeps one dispatcher process running."""
 
     def __init__(self, settings: Settings, notifier: Notifier, *,
-                 idle_poll_s: float | None = None) -> None:
+                 idle_poll_s: float | None = None, health: Health | None = None) -> None:
         self.settings = settings
+        # "dispatcher" is failing from each start until the child says it is ready, while
+        # the child's own dispatcher backs off (the reason it forwards), and from an exit
+        # until the next child is ready: nothing fires meanwhile.
+        self.health = health if health is not None else Health(export=False)
         self.notifier = notifier
         self.idle_poll_s = idle_poll_s
         self.process: asyncio.subprocess.Process | None = None
@@ -91,9 +96,10 @@ class DispatcherProcess:
                 return
             if time.monotonic() - began > STEADY_S:
                 backoff.reset()
-            await backoff.wait(log, "dispatcher process", RuntimeError(
-                f"exited with {_describe(code)}; nothing fires until it is back"),
-                self._stopping)
+            exited = RuntimeError(f"the dispatcher process exited with {_describe(code)};"
+                                  " nothing fires until it is back")
+            self.health.failing("dispatcher", str(exited))
+            await backoff.wait(log, "dispatcher process", exited, self._stopping)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -103,6 +109,9 @@ class DispatcherProcess:
 
     async def _run_child(self) -> int:
         self.ready.clear()
+        if "dispatcher" not in self.health.troubles():
+            self.health.failing("dispatcher", "the dispatcher process is starting")
+        metrics.DISPATCHER_STARTS.inc()
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "tidings.dispatch_process",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
@@ -137,6 +146,13 @@ class DispatcherProcess:
                 metrics.merge_snapshot(json.loads(rest))
             elif kind == "ready":
                 self.ready.set()
+                self.health.recovered("dispatcher")
+            elif kind == "h":  # the child's troubles now (none: it works again)
+                troubles: dict[str, str] = json.loads(rest)
+                if troubles:
+                    self.health.failing("dispatcher", "; ".join(troubles.values()))
+                else:
+                    self.health.recovered("dispatcher")
             else:
                 log.warning("dispatcher process: unexpected line %r", line[:80])
 
@@ -241,10 +257,13 @@ async def _serve(first: dict[str, Any], out: IO[bytes]) -> None:
     wire = _Wire(out, stop_soon)
     t = Tidings(settings=settings)
     bridge = Bridge.for_store(t.store)
+    health = Health(export=False, on_change=lambda troubles: wire.send("h " + json.dumps(
+        {name: trouble.reason for name, trouble in troubles.items()})))
     try:
         dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock,
                                 _ForwardingNotifier(t.notifier, wire), bridge,
-                                idle_poll_s=first.get("idle_poll_s") or IDLE_POLL_S)
+                                idle_poll_s=first.get("idle_poll_s") or IDLE_POLL_S,
+                                health=health)
         threading.Thread(target=_read_wakeups, args=(sys.stdin.buffer, t.notifier, stop_soon),
                          name="tidings-wakeups", daemon=True).start()
         # What was built so far lives as long as the process (node.freeze_startup_objects).

@@ -30,6 +30,7 @@ from tidings.engine.coalesce import Coalescer
 from tidings.engine.consumers import App, Consumer
 from tidings.engine.deliveries import Targets, delivery_app
 from tidings.engine.dispatcher import IDLE_POLL_S, Dispatcher
+from tidings.engine.health import Health
 from tidings.engine.internal_queues import EMAIL_QUEUE, ensure_internal_queues
 from tidings.engine.nodes import Heartbeat
 from tidings.engine.sweeper import Sweeper
@@ -83,11 +84,13 @@ class Node:
         self.t = t
         self.settings = settings
         self.bridge = Bridge.for_store(t.store)
+        self.health = Health()  # what its loops cannot do now: GET /health/ready
         self.coalescer = Coalescer(t.queues, self.bridge,
                                   max_long_polls=settings.max_long_polls)
         self.services: list[Service] = [
             Sweeper(t.queues, self.bridge, interval_s=settings.sweep_interval_s,
-                    job_memory_s=settings.job_memory_s, firings=t.firing_log)
+                    job_memory_s=settings.job_memory_s, firings=t.firing_log,
+                    health=self.health)
         ]
         ensure_internal_queues(t.queues)
         if isinstance(app, TaskApp):
@@ -97,18 +100,19 @@ class Node:
         firing: Service
         if dispatcher_process:
             firing = self.dispatcher_process = DispatcherProcess(
-                settings, t.notifier, idle_poll_s=idle_poll_s)
+                settings, t.notifier, idle_poll_s=idle_poll_s, health=self.health)
         else:
             firing = self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock,
                                                   t.notifier, self.bridge,
-                                                  idle_poll_s=idle_poll_s)
+                                                  idle_poll_s=idle_poll_s,
+                                                  health=self.health)
         self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret(),
                                email=EmailDelivery(t.email, self.bridge, settings),
                                webhook_guard=t.schedules.webhook_guard)
         self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock,
                                                   firings=t.firing_log), t.queues,
                                    self.bridge, concurrency=settings.concurrency,
-                                   grace_s=settings.shutdown_grace_s)
+                                   grace_s=settings.shutdown_grace_s, health=self.health)
         self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, _version())
         self.services += [firing, self.deliveries, self.heartbeat]
         if settings.smtp_url:
@@ -116,7 +120,7 @@ class Node:
                 delivery_app(self.targets, t.queues, t.clock, queue=EMAIL_QUEUE,
                              firings=t.firing_log), t.queues,
                 self.bridge, concurrency=settings.concurrency,
-                grace_s=settings.shutdown_grace_s))
+                grace_s=settings.shutdown_grace_s, health=self.health))
         else:
             log.warning("no SMTP relay (--smtp-url or TIDINGS_SMTP_URL): this node sends no "
                         "email; accepted email waits in the %s queue for a node with a relay",
@@ -129,7 +133,7 @@ class Node:
         if app is not None and serve_consumers and app.handlers:
             self.consumer = Consumer(app, t.queues, self.bridge,
                                      concurrency=settings.concurrency,
-                                     grace_s=settings.shutdown_grace_s)
+                                     grace_s=settings.shutdown_grace_s, health=self.health)
             self.services.append(self.consumer)
         self._stopped = asyncio.Event()
 
@@ -162,7 +166,7 @@ class Node:
         from tidings.server.app import create_app
 
         return create_app(self.t, bridge=self.bridge, coalescer=self.coalescer,
-                          lifespan=self.lifespan)
+                          lifespan=self.lifespan, node_health=self.health)
 
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any) -> AsyncIterator[None]:

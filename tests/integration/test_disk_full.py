@@ -32,6 +32,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 SIZE = "16m"
+N_DUE_WHILE_FULL = 100
 
 
 @pytest.fixture
@@ -137,6 +138,17 @@ def test_disk_full_is_503_loses_nothing_and_recovers_by_itself(
 
         for i in range(50):
             assert send(i).status_code == 201
+        # Schedules accepted before the disk fills, due while it is full: their firings
+        # cannot be written, and the readiness probe says so, naming the dispatcher.
+        assert http.post("/v1/queues", json={"name": "due-while-full"}).status_code == 201
+        due_full = f"at({datetime.fromtimestamp(time.time() + 4, UTC):%Y-%m-%dT%H:%M:%S})"
+        for i in range(N_DUE_WHILE_FULL):
+            r = http.post("/v1/schedules", json={
+                "name": f"full-{i}", "expression": due_full,
+                "target": {"kind": "queue", "destination": "due-while-full",
+                           "input": f"{i}-" + "y" * 8000}})
+            assert r.status_code == 201, r.text
+        assert http.get("/health/ready").status_code == 200
         _fill(small_fs / "ballast")
         # SQLite may still have room in pages it already holds: keep writing until the
         # disk says no (bounded: 16 MB cannot hold 2,000 messages of 20 KB).
@@ -165,7 +177,14 @@ def test_disk_full_is_503_loses_nothing_and_recovers_by_itself(
             assert error.response["Error"]["Code"] == "ServiceUnavailable"
             assert error.response["ResponseMetadata"]["HTTPStatusCode"] == 503
         assert http.get("/v1/queues/jobs").status_code == 200
-        time.sleep(1.5)  # the engine loops meet the full disk too, and must live through it
+        # the engine loops meet the full disk too, and must live through it
+        deadline = time.monotonic() + 15
+        while (ready := http.get("/health/ready")).status_code != 503:
+            assert time.monotonic() < deadline, f"never unready on a full disk: {ready.text}"
+            time.sleep(0.1)
+        dispatcher = ready.json()["checks"]["dispatcher"]
+        assert not dispatcher["ok"] and "SQLITE_FULL" in dispatcher["reason"], dispatcher
+        assert ready.json()["checks"]["database"]["ok"]  # reads still work
         assert server.proc.poll() is None
 
         (small_fs / "ballast").unlink()
@@ -189,6 +208,17 @@ def test_disk_full_is_503_loses_nothing_and_recovers_by_itself(
         while not http.get("/v1/queues/fired/messages",
                            params={"wait": 1}).json()["messages"]:
             assert time.monotonic() < deadline, "the schedule did not fire after recovery"
+        # The schedules due while the disk was full fired once each, late, and the node
+        # is ready again without a restart.
+        fired: list[str] = []
+        while page := http.get("/v1/queues/due-while-full/messages", params={
+                "max": 10, "visibility_timeout": 600, "wait": 1}).json()["messages"]:
+            fired += [m["body"].split("-")[0] for m in page]
+        assert sorted(fired, key=int) == [str(i) for i in range(N_DUE_WHILE_FULL)]
+        deadline = time.monotonic() + 15
+        while (ready := http.get("/health/ready")).status_code != 200:
+            assert time.monotonic() < deadline, f"not ready after recovery: {ready.text}"
+            time.sleep(0.1)
     finally:
         http.close()
         server.kill()

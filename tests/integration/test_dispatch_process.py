@@ -11,10 +11,11 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+import httpx
 import pytest
-from serving import run_with
+from serving import run_with, running_server
 
 from tidings.client import Tidings
 from tidings.engine import consumers, metrics
@@ -149,6 +150,52 @@ def test_a_dispatcher_process_killed_mid_firing_is_restarted_and_fires_each_once
         assert t.store.count_schedules() == 0, "every schedule fired"
         seen = bodies(t)
         assert len(seen) == n and max(seen.values()) == 1, "each fired exactly once"
+
+
+def starts_total() -> float:
+    return metrics.REGISTRY.get_sample_value("tidings_dispatcher_process_starts_total") or 0.0
+
+
+def test_readiness_says_the_dispatcher_process_is_down_until_its_successor_is_ready(
+        tmp_path: Path) -> None:
+    # Over real HTTP, from the node's own app: 200 once the child runs, 503 naming the
+    # dispatcher and its exit once it is killed, 200 again when the node's new child is up.
+    settings = Settings(db=f"sqlite:///{tmp_path}/t.db")
+    with Tidings(settings=settings) as t:
+        node = Node(t, settings, dispatcher_process=True)
+        proc = node.dispatcher_process
+        assert proc is not None
+        before = starts_total()
+        with running_server(node.http_app()) as url, httpx.Client(base_url=url,
+                                                                   timeout=10) as http:
+            def ready_within(seconds: float, *, status: int) -> dict[str, Any]:
+                deadline = time.monotonic() + seconds
+                while (r := http.get("/health/ready")).status_code != status:
+                    assert r.status_code in (200, 503), r.text
+                    assert time.monotonic() < deadline, r.text
+                    time.sleep(0.02)
+                body: dict[str, Any] = r.json()
+                return body
+
+            up = ready_within(30, status=200)
+            assert up["status"] == "ready" and up["db"] == "sqlite"
+            assert up["checks"] == {"database": {"ok": True, "reason": None, "since": None},
+                                    "dispatcher": {"ok": True, "reason": None, "since": None}}
+            assert http.get("/health").status_code == 200
+            assert proc.process is not None
+            os.kill(proc.process.pid, signal.SIGKILL)
+            down = ready_within(10, status=503)
+            assert down["status"] == "unavailable" and down["checks"]["database"]["ok"]
+            dispatcher = down["checks"]["dispatcher"]
+            assert not dispatcher["ok"] and dispatcher["since"].endswith("Z")
+            assert ("exited with signal 9" in dispatcher["reason"]
+                    or "starting" in dispatcher["reason"]), dispatcher
+            assert http.get("/health").status_code == 200  # alive all along
+            assert ready_within(30, status=200)["status"] == "ready"
+            assert proc.started == 2 and starts_total() - before == 2
+            failing = metrics.REGISTRY.get_sample_value("tidings_component_failing",
+                                                        {"component": "dispatcher"})
+            assert failing == 0
 
 
 def serve(url: str, tmp_path: Path, *, log: IO[bytes] | None = None

@@ -50,6 +50,19 @@ def test_health_names_the_backend(api: httpx.Client, db_url: str) -> None:
     assert api.get("/health").json() == {"status": "ok", "db": backend}
 
 
+def test_readiness_of_an_app_without_engine_loops_is_its_database(
+        api: httpx.Client, db_url: str) -> None:
+    # (a node's own loops, the dispatcher and what fails: test_dispatch_process.py,
+    # test_disk_full.py, test_pg_faults.py)
+    backend = "sqlite" if db_url.startswith("sqlite") else "postgresql"
+    r = api.get("/health/ready")
+    assert r.status_code == 200
+    assert r.json() == {"status": "ready", "db": backend, "checks": {
+        "database": {"ok": True, "reason": None, "since": None}}}
+    doc = api.get("/openapi.json").json()["paths"]["/health/ready"]["get"]
+    assert {"200", "503"} <= set(doc["responses"])
+
+
 def test_queue_crud(api: httpx.Client) -> None:
     created = make_queue(api, "orders", visibility_timeout_s=45)
     assert created["name"] == "orders"

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from pg_cluster import PrivateCluster, pg_bin, private_cluster
 from test_multinode import Nodes, make_schedules, queue_bodies, wait_all_fired, wait_until_queued
@@ -52,9 +53,21 @@ def test_postgres_killed_mid_run_three_nodes_recover_without_loss_or_duplicates(
     cluster.kill()
     time.sleep(3)  # the nodes run on without a database for a while
     _all_alive(nodes)
+    for _, port in nodes.procs:  # alive, and saying they cannot work
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
+        ready = httpx.get(f"http://127.0.0.1:{port}/health/ready", timeout=10)
+        assert ready.status_code == 503, ready.text
+        checks = ready.json()["checks"]
+        assert not checks["database"]["ok"] and checks["database"]["reason"], checks
     cluster.start()  # crash recovery from the WAL
     wait_all_fired(cluster.url, n, timeout=240)
     _all_alive(nodes)
+    for _, port in nodes.procs:  # ready again by themselves
+        deadline = time.monotonic() + 30
+        while (ready := httpx.get(f"http://127.0.0.1:{port}/health/ready",
+                                  timeout=10)).status_code != 200:
+            assert time.monotonic() < deadline, ready.text
+            time.sleep(0.2)
     nodes.stop()  # once they are gone, nothing more can land: count now
     bodies = queue_bodies(cluster.url)
     assert len(bodies) == n and len(set(bodies)) == n

@@ -14,9 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
-from serving import serve
+from serving import running_server, serve
 
 from tidings.client import Tidings
+from tidings.engine.health import Health
 from tidings.server.access import Access, Scope, hash_token, parse_tokens
 from tidings.server.app import create_app
 from tidings.server.native.auth import ADMIN_READS, OPEN, OPERATE, needed_scope
@@ -51,6 +52,27 @@ def test_open_paths_stay_open_and_metrics_need_read(url: str) -> None:
     assert httpx.get(f"{url}/health").status_code == 200
     assert httpx.get(f"{url}/metrics").status_code == 401
     assert httpx.get(f"{url}/metrics", headers=bearer(READ)).status_code == 200
+
+
+def test_readiness_is_open_but_its_reasons_need_a_read_token(db_url: str) -> None:
+    # A reason can name a file path or a database host: a probe without a token learns
+    # which check fails, a caller with a read token also why and since when.
+    health = Health()
+    health.failing("sweeper", "SQLite database '/srv/secret/tidings.db' cannot be written")
+    with Tidings(settings=Settings(db=db_url, api_tokens=TOKENS)) as t, \
+            running_server(create_app(t, node_health=health)) as base:
+        for headers in ({}, bearer("x" * 20)):
+            hidden = httpx.get(f"{base}/health/ready", headers=headers)
+            assert hidden.status_code == 503
+            assert hidden.json()["checks"]["sweeper"] == {"ok": False, "reason": None,
+                                                          "since": None}
+            assert "secret" not in hidden.text
+        shown = httpx.get(f"{base}/health/ready", headers=bearer(READ))
+        assert shown.status_code == 503
+        sweeper = shown.json()["checks"]["sweeper"]
+        assert "/srv/secret/tidings.db" in sweeper["reason"] and sweeper["since"]
+        health.recovered("sweeper")
+        assert httpx.get(f"{base}/health/ready").status_code == 200
 
 
 def test_each_scope_does_what_it_may_and_no_more(url: str) -> None:

@@ -41,6 +41,7 @@ from tidings.engine.app import App, Job, PoisonMessage, Registration, parse_job
 from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
 from tidings.engine.handler_threads import HandlerThreads
+from tidings.engine.health import Health
 from tidings.engine.jobs import MAX_BATCH, Failure, Held, Jobs
 from tidings.engine.queues import QueueService
 from tidings.errors import StoreUnavailable, TidingsError
@@ -102,8 +103,9 @@ class Consumer:
     """Receives from every queue the app handles and runs its handlers."""
 
     def __init__(self, app: App, queues: QueueService, bridge: Bridge, *, concurrency: int,
-                 grace_s: float) -> None:
+                 grace_s: float, health: Health | None = None) -> None:
         self.app = app
+        self.health = health
         self.queues = queues
         self.jobs = Jobs(queues)
         self.bridge = bridge
@@ -186,7 +188,7 @@ class Consumer:
                 await state.admitting  # what it holds is given back or run, not lost
 
     async def _receive_until_stopped(self, state: QueueState) -> None:
-        backoff = Backoff()
+        backoff = Backoff(health=self.health, component=f"consumer of {state.name}")
         channel = queue_channel(state.record.id)
         notifier = self.queues.notifier
         while not self._stopping.is_set():

@@ -32,6 +32,7 @@ from tidings.engine import metrics
 from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
 from tidings.engine.firing_log import Outcome, outcome_row
+from tidings.engine.health import Health
 from tidings.engine.internal_queues import ensure_internal_queues, queue_for
 from tidings.engine.queues import QueueService
 from tidings.engine.schedules import (
@@ -70,7 +71,8 @@ class _Batch:
 class Dispatcher:
     def __init__(self, schedules: ScheduleService, queues: QueueService, store: Store,
                  clock: Clock, notifier: Notifier, bridge: Bridge, *, batch: int = 1000,
-                 claim_ms: int = 10_000, idle_poll_s: float = IDLE_POLL_S) -> None:
+                 claim_ms: int = 10_000, idle_poll_s: float = IDLE_POLL_S,
+                 health: Health | None = None) -> None:
         self.schedules = schedules
         self.queues = queues
         self.store = store
@@ -80,6 +82,7 @@ class Dispatcher:
         self.batch = batch
         self.claim_ms = claim_ms
         self.idle_poll_s = idle_poll_s
+        self.health = health
         # A burst starts with a small batch, so its earliest firings are committed (and
         # their handlers start) within milliseconds of the due instant; the batch then
         # doubles while the burst lasts, up to `batch`, for throughput.
@@ -93,17 +96,17 @@ class Dispatcher:
 
     async def run(self) -> None:
         await self.bridge.run(ensure_internal_queues, self.queues)
-        backoff = Backoff()
+        backoff = Backoff(health=self.health, component="dispatcher")
         while not self._stopping.is_set():
             seen = self.notifier.version(SCHEDULES_CHANNEL)
             try:
                 limit = self._limit
                 n, nxt = await self.bridge.run(self._fire_and_peek, limit)
+                backoff.reset()  # (also while a backlog keeps the batches full)
                 if n >= limit:
                     self._limit = min(limit * 2, self.batch)
                     continue  # more may be due right now
                 self._limit = self.first_batch
-                backoff.reset()
             except StoreUnavailable as exc:
                 await backoff.wait(log, "dispatcher", exc, self._stopping)
                 continue

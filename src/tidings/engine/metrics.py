@@ -97,6 +97,13 @@ EMAIL_WAITING = Gauge("tidings_email_waiting",
                       " or being retried", registry=REGISTRY)
 SENT = Counter("tidings_messages_sent", "Messages accepted into queues (sends and batches)",
                registry=REGISTRY)
+COMPONENT_FAILING = Gauge("tidings_component_failing",
+                          "1 while a component of this node cannot do its work (its reason is "
+                          "in GET /health/ready): dispatcher, sweeper, consumer of <queue>",
+                          ["component"], registry=REGISTRY)
+DISPATCHER_STARTS = Counter("tidings_dispatcher_process_starts",
+                            "Dispatcher processes this node started (more than one: restarts)",
+                            registry=REGISTRY)
 
 
 # What a dispatcher counts, reported by a dispatcher process to the node that started it

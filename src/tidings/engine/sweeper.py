@@ -12,6 +12,7 @@ from tidings.engine import metrics
 from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
 from tidings.engine.firing_log import TRIM_LIMIT, TRIM_STEP, FiringLog
+from tidings.engine.health import Health
 from tidings.engine.internal_queues import EMAIL_QUEUE, backlog
 from tidings.engine.queues import QueueService
 from tidings.errors import StoreUnavailable
@@ -31,8 +32,10 @@ EXPIRE_STEPS = 10
 
 class Sweeper:
     def __init__(self, queues: QueueService, bridge: Bridge, *, interval_s: float,
-                 job_memory_s: int, firings: FiringLog | None = None) -> None:
+                 job_memory_s: int, firings: FiringLog | None = None,
+                 health: Health | None = None) -> None:
         self.queues = queues
+        self.health = health
         self.bridge = bridge
         self.interval_s = interval_s
         self.job_memory_s = job_memory_s
@@ -43,7 +46,7 @@ class Sweeper:
         last = time.monotonic()
         reclaim_at = last + RECLAIM_EVERY_S
         warned = False
-        backoff = Backoff()
+        backoff = Backoff(health=self.health, component="sweeper")
         while not self._stopping.is_set():
             now = time.monotonic()
             try:

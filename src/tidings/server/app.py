@@ -13,13 +13,14 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 from urllib.parse import urlparse
 
-from fastapi import Depends, FastAPI, Response
+from fastapi import Depends, FastAPI, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tidings.client import Tidings
 from tidings.engine.bridge import Bridge
 from tidings.engine.coalesce import Coalescer
+from tidings.engine.health import Health
 from tidings.engine.metrics import REGISTRY
 from tidings.server.access import Access
 from tidings.server.aws import is_sqs_json, mount_sqs
@@ -31,7 +32,8 @@ from tidings.server.limits import Limits
 from tidings.server.native import audit, campaigns, email, messages, openapi, queues, schedules
 from tidings.server.native.auth import AuditTrail, authorise_native
 from tidings.server.native.deps import Context
-from tidings.server.native.models import HealthOut
+from tidings.server.native.models import HealthOut, ReadinessOut
+from tidings.server.readiness import may_see_details, readiness
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
 
@@ -64,14 +66,16 @@ def _version() -> str:
 
 
 def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer | None = None,
-               lifespan: Lifespan | None = None, access: Access | None = None) -> FastAPI:
+               lifespan: Lifespan | None = None, access: Access | None = None,
+               node_health: Health | None = None) -> FastAPI:
     """The HTTP application over `t`.
 
     Without a `bridge`, the app makes one sized by the store's `max_concurrency` and closes
     it at shutdown; a given bridge belongs to the caller. Without a `coalescer` (the group
     commit of sends and deletes) the app makes one over its bridge. `lifespan` runs inside
     the app's own (the node passes its own, which starts the engine loops). `access`
-    (default: from the settings) says which bearer tokens the native API takes.
+    (default: from the settings) says which bearer tokens the native API takes. `node_health`
+    is the node's (what its loops cannot do now), for `GET /health/ready`.
     """
     owned = bridge is None
     the_bridge = bridge if bridge is not None else Bridge.for_store(t.store)
@@ -115,6 +119,19 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
     async def health() -> dict[str, str]:
         """Liveness: the process answers. `db` names the database backend in use."""
         return {"status": "ok", "db": db}
+
+    @app.get("/health/ready", response_model=ReadinessOut, tags=["health"],
+             responses={503: {"model": ReadinessOut,
+                              "description": "Something this node needs is failing now."}})
+    async def health_ready(request: Request, response: Response) -> ReadinessOut:
+        """Readiness: the database answers and, on a node, its loops work (the dispatcher
+        fires, no loop is backing off). 503 names what is failing; why and since when are
+        shown to a caller with a read token, or to anyone where the node needs none."""
+        details = may_see_details(app.state.tidings_access,
+                                  request.headers.get("authorization"))
+        status, body = await readiness(t, the_bridge, db, node_health, details=details)
+        response.status_code = status
+        return body
 
     app.include_router(queues.router)
     app.include_router(messages.router)

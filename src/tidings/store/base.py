@@ -113,6 +113,11 @@ class QueueStore(Protocol):
 
     def close(self) -> None: ...
 
+    def ping(self) -> None:
+        """A read that touches no table: raises StoreUnavailable if the database does not
+        answer (the readiness probe)."""
+        ...
+
     def get_or_create_secret(self, key: str, make: bytes) -> bytes:
         """Return the stored secret `key`, storing `make` first if there is none (atomic)."""
         ...

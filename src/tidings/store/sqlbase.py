@@ -48,6 +48,9 @@ class SqlBase:
     def close(self) -> None:
         self.driver.close()
 
+    def ping(self) -> None:
+        self._one("ping")
+
     def _one(self, query: str, args: Params = ()) -> Any:
         with (self.driver.read() if query in self._reads else self.driver.auto()) as conn:
             return conn.execute(self.q[query], args).fetchone()

@@ -22,7 +22,7 @@ Asgi = Callable[[MutableMapping[str, Any], Callable[..., Awaitable[Any]],
                  Callable[..., Awaitable[Any]]], Awaitable[None]]
 
 OPEN = frozenset({
-    ("GET", "/health"),
+    ("GET", "/health"), ("GET", "/health/ready"),
     ("GET", "/unsubscribe/{token}"), ("POST", "/unsubscribe/{token}"),
 })
 

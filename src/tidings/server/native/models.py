@@ -283,3 +283,20 @@ class TagsIn(_In):
 class HealthOut(BaseModel):
     status: str
     db: str = Field(description="The database backend: sqlite or postgresql.")
+
+
+class CheckOut(BaseModel):
+    ok: bool
+    reason: str | None = Field(default=None, description="Why not, when not ok.")
+    since: str | None = Field(
+        default=None, description="ISO-8601 UTC: when it stopped working (a component's "
+        "trouble).")
+
+
+class ReadinessOut(BaseModel):
+    status: str = Field(description="ready (200) or unavailable (503).")
+    db: str = Field(description="The database backend: sqlite or postgresql.")
+    checks: dict[str, CheckOut] = Field(
+        description="database (a read answered within a few seconds) and, on a node, "
+        "dispatcher (schedules are being fired), then every other component that is "
+        "failing now (sweeper, consumer of <queue>), each with its reason.")

@@ -46,6 +46,9 @@ SELECT current_schema(), current_database(), current_setting('search_path');
 -- name: set_search_path
 SELECT set_config('search_path', %s, true);
 
+-- name: ping
+SELECT 1;
+
 -- name: get_meta
 SELECT value FROM meta WHERE key = %s;
 

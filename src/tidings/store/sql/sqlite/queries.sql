@@ -36,6 +36,9 @@ RELEASE bulk;
 -- name: rollback_to_savepoint
 ROLLBACK TO bulk;
 
+-- name: ping
+SELECT 1;
+
 -- name: get_meta
 SELECT value FROM meta WHERE key = ?;
 
