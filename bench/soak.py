@@ -3,7 +3,9 @@
     python bench/soak.py --minutes 30 [--db URL] [--rate 2000]
 
 One process runs what `tidings serve` runs (a `Node`: dispatcher, delivery consumer,
-sweeper); its RSS is the one measured. Load processes beside it, clients of the same
+sweeper), with its dispatcher where serve puts it (`--dispatcher auto`: in a dispatcher
+process of its own on a SQLite file, in the node on PostgreSQL); its RSS is the one
+measured (with its dispatcher process's). Load processes beside it, clients of the same
 database as an application's would be, pace the load every 100 ms:
 - `--rate` one-shot schedules a second are created, each due ~2 s later and deleting
   itself when it fires into the queue `soak-fired`; a tenth as many far-future schedules
@@ -18,7 +20,10 @@ Every 5 s it samples the process's RSS (current, not peak), the database's size 
 counters. Final JSON line (besides counts, the backlog and the process's CPU seconds):
   throughput_first_5min / throughput_last_5min: firings/s + messages consumed/s
   rss_first_mb / rss_last_mb, db_mb_first / db_mb_last: the means over those windows
-  lateness_p99_ms: firing time minus due time, over the run (and the worst window's)
+  lateness_p99_ms: firing time minus due time, over the run (and the worst window's);
+    measured per firing when the dispatcher runs in this process; from the dispatcher
+    process's lateness histogram (`tidings_firing_lateness_seconds`, interpolated within
+    its buckets, as Prometheus' histogram_quantile does) when it runs apart
 For runs shorter than 15 minutes the keys keep their names and compare the first and
 last thirds. Floors (issue #16): last >= 0.9 x first throughput, RSS growth <= 10 %,
 database size bounded, p99 <= 100 ms.
@@ -41,7 +46,10 @@ from typing import Any
 from _common import report  # noqa: E402
 
 from tidings.client import Tidings  # noqa: E402
+from tidings.dispatch_process import runs_apart  # noqa: E402
+from tidings.engine import metrics  # noqa: E402
 from tidings.engine.app import App, Job  # noqa: E402
+from tidings.engine.nodes import LATENESS_BOUNDS_S  # noqa: E402
 from tidings.model.messages import OutgoingMessage  # noqa: E402
 from tidings.model.schedules import (  # noqa: E402
     ActionAfterCompletion,
@@ -73,9 +81,39 @@ class Counters:
             value.value += n
 
 
-def rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+def rss_mb(pid: int | str = "self") -> float:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except FileNotFoundError:  # a dispatcher process between two lives
+        return 0.0
+
+
+def cpu_s(pid: int) -> float:
+    """A process's user + system CPU seconds so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def bucket_percentile(counts: list[int], q: float) -> float:
+    """The q-th percentile (ms) of a histogram of counts per LATENESS_BOUNDS_S bucket,
+    linear within the bucket it falls in (the +Inf bucket: its lower bound)."""
+    total = sum(counts)
+    if not total:
+        return 0.0
+    rank, seen, lower = q / 100 * total, 0, 0.0
+    for upper, n in zip(LATENESS_BOUNDS_S, counts, strict=True):
+        if n and seen + n >= rank:
+            if upper == float("inf"):
+                return lower * 1000
+            return (lower + (upper - lower) * (rank - seen) / n) * 1000
+        seen += n
+        lower = upper
+    return lower * 1000
 
 
 def db_mb(url: str) -> tuple[float, float]:
@@ -231,6 +269,10 @@ def main() -> None:
                         help="the node's consumers: jobs at once")
     parser.add_argument("--warmup-s", type=float, default=15,
                         help="seconds of load before measuring starts")
+    parser.add_argument("--dispatcher", choices=("auto", "inline", "process"),
+                        default="auto", help="where the dispatcher runs, as "
+                        "TIDINGS_DISPATCHER: auto is what tidings serve does (a process "
+                        "of its own on a SQLite file)")
     parser.add_argument("--load", choices=("threads", "processes"), default=None,
                         help="where the load runs: threads of the node's process (the "
                              "default on SQLite, which one process owns) or processes "
@@ -239,7 +281,9 @@ def main() -> None:
     if args.load is None:
         args.load = "processes" if (args.db or "").startswith("postgres") else "threads"
     url = args.db or f"sqlite:///{tempfile.mkdtemp(prefix='tidings-soak-')}/soak.db"
-    settings = Settings(db=url, log_level="warning", job_memory_s=60)
+    settings = Settings(db=url, log_level="warning", job_memory_s=60,
+                        dispatcher=args.dispatcher)
+    apart = runs_apart(settings)
     t = Tidings(settings=settings)
     for q in (FIRED, MSGS):
         t.queues.create_queue(q, retention_s=3600)
@@ -257,7 +301,7 @@ def main() -> None:
         async def msg_job(job: Job) -> None:
             Counters.add(c.consumed, 1)
 
-    node = Node(t, settings, app=app)
+    node = Node(t, settings, app=app, dispatcher_process=apart)
     fired: list[int] = [0]
     # Lateness as a histogram per minute of the run (ms -> count): the instrument's own
     # memory stays flat, so the RSS measured is the node's.
@@ -269,9 +313,37 @@ def main() -> None:
         lateness[minute].update(late)
 
     began_at, measuring = [time.monotonic()], [False]
-    cpu_at = [0.0, 0.0]  # this process's CPU seconds when measuring starts and ends
-    assert node.dispatcher is not None  # built in this process: its probe is called here
-    node.dispatcher.on_fired = on_fired
+    cpu_at = [0.0, 0.0]  # CPU seconds (with the dispatcher process's) at start and end
+    # Apart: per minute, the dispatcher process's lateness histogram (merged into this
+    # process's metrics by the node) since the last look; its counts are the firings.
+    buckets: dict[int, list[int]] = defaultdict(lambda: [0] * len(LATENESS_BOUNDS_S))
+    seen_buckets = [metrics.LATENESS.state()[0]]
+
+    def take_buckets() -> None:
+        now = metrics.LATENESS.state()[0]
+        delta = [a - b for a, b in zip(now, seen_buckets[0], strict=True)]
+        seen_buckets[0] = now
+        minute = int((time.monotonic() - began_at[0]) // 60) if measuring[0] else -1
+        buckets[minute] = [a + b for a, b in zip(buckets[minute], delta, strict=True)]
+        fired[0] += sum(delta)
+
+    child_cpu = [0.0]  # CPU of dispatcher processes that are gone (one killed, say)
+    child_pid = [0]
+
+    def dispatcher_pid() -> int:
+        proc = node.dispatcher_process.process if node.dispatcher_process else None
+        return proc.pid if proc is not None else 0
+
+    def dispatcher_cpu() -> float:
+        pid = dispatcher_pid()
+        if pid != child_pid[0]:  # a new one: the old one's last figure stays counted
+            child_cpu[0] += cpu_s(child_pid[0]) if child_pid[0] else 0.0
+            child_pid[0] = pid
+        return child_cpu[0] + (cpu_s(pid) if pid else 0.0)
+
+    if not apart:
+        assert node.dispatcher is not None  # built in this process: its probe is called here
+        node.dispatcher.on_fired = on_fired
     stop = ctx.Event()
     jobs: list[tuple[str, Any, int]] = [("creator", args.rate, 1), ("producer", args.rate, 1)]
     if args.consumers:  # SQS-style clients instead of the node's own consumers
@@ -292,8 +364,10 @@ def main() -> None:
         for proc in procs:
             proc.start()
         await asyncio.sleep(args.warmup_s)  # load processes start, caches fill: not measured
+        if apart:
+            take_buckets()  # the warm-up's firings: minute -1
         began = began_at[0] = time.monotonic()
-        cpu_at[0] = time.process_time()
+        cpu_at[0] = time.process_time() + dispatcher_cpu()
         measuring[0] = True
         next_sample = began
         while (elapsed := time.monotonic() - began) < total_s:
@@ -302,16 +376,19 @@ def main() -> None:
             if stop.is_set():
                 raise RuntimeError("a load process failed (its error is above)")
             if time.monotonic() >= next_sample:
+                if apart:
+                    take_buckets()
                 size, wal = await asyncio.to_thread(db_mb, url)
                 waiting = await asyncio.to_thread(backlog, t)
-                s = Sample(elapsed, fired[0], c.consumed.value, rss_mb(), size, wal, waiting)
+                rss = rss_mb() + (rss_mb(dispatcher_pid()) if apart else 0.0)
+                s = Sample(elapsed, fired[0], c.consumed.value, rss, size, wal, waiting)
                 samples.append(s)
                 print(f"  {elapsed:6.0f} s fired {s.fired} consumed {s.consumed} rss "
                       f"{s.rss_mb:.0f} MB db {s.db_mb:.1f} MB backlog {s.backlog}",
                       file=sys.stderr, flush=True)
                 next_sample += min(SAMPLE_S, total_s / 30)
             await asyncio.sleep(0.2)
-        cpu_at[1] = time.process_time()
+        cpu_at[1] = time.process_time() + dispatcher_cpu()
         stop.set()
         node.stop()
         await task
@@ -345,6 +422,16 @@ def main() -> None:
         late_all.update(hist)
         if hist.total() > 100:
             worst = max(worst, hist_percentile(hist, 99))
+    counts_all = [0] * len(LATENESS_BOUNDS_S)
+    for minute, counts in buckets.items():
+        if minute < 0:
+            continue
+        counts_all = [a + b for a, b in zip(counts_all, counts, strict=True)]
+        if sum(counts) > 100:
+            worst = max(worst, bucket_percentile(counts, 99))
+
+    def late_percentile(q: float) -> float:
+        return bucket_percentile(counts_all, q) if apart else hist_percentile(late_all, q)
     tp_first, tp_last = throughput(first), throughput(last)
     rss_first, rss_last = mean([s.rss_mb for s in first]), mean([s.rss_mb for s in last])
     db_first, db_last = mean([s.db_mb for s in first]), mean([s.db_mb for s in last])
@@ -352,14 +439,17 @@ def main() -> None:
         "minutes": args.minutes,
         "backend": url.split(":", 1)[0],
         "load": args.load,
+        "dispatcher": "process" if apart else "inline",
+        "lateness_from": "histogram buckets" if apart else "each firing",
         "offered_per_s": 2 * args.rate,
         "created": c.created.value, "cancelled": c.cancelled.value, "fired": fired[0],
         "sent": c.sent.value, "consumed": c.consumed.value,
-        "lateness_p50_ms": round(hist_percentile(late_all, 50), 1),
+        "lateness_p50_ms": round(late_percentile(50), 1),
         "lateness_p99_worst_minute_ms": round(worst, 1),
         "throughput_ratio": round(tp_last / tp_first, 3) if tp_first else 0,
-        # CPU seconds of this process (the node, plus the load on SQLite) per 1,000
-        # firings + messages consumed: unlike the wall figures, not the host's load.
+        # CPU seconds of this process (the node, plus the load on SQLite) and of the
+        # dispatcher process, per 1,000 firings + messages consumed: unlike the wall
+        # figures, not the host's load.
         "cpu_s": round(cpu_at[1] - cpu_at[0], 1),
         "cpu_ms_per_op": round(1000 * (cpu_at[1] - cpu_at[0]) / max(
             1, (samples[-1].fired - samples[0].fired)
@@ -377,7 +467,7 @@ def main() -> None:
         "db_file_mb_first": round(db_first - mean([s.wal_mb for s in first]), 1),
         "db_file_mb_last": round(db_last - mean([s.wal_mb for s in last]), 1),
         "wal_mb_max": round(max((s.wal_mb for s in samples), default=0.0), 1),
-        "lateness_p99_ms": round(hist_percentile(late_all, 99), 1),
+        "lateness_p99_ms": round(late_percentile(99), 1),
     })
 
 

@@ -138,17 +138,20 @@ def test_disk_full_is_503_loses_nothing_and_recovers_by_itself(
 
         for i in range(50):
             assert send(i).status_code == 201
+        deadline = time.monotonic() + 30  # its dispatcher process may still be starting
+        while (ready := http.get("/health/ready")).status_code != 200:
+            assert time.monotonic() < deadline, f"never ready: {ready.text}"
+            time.sleep(0.1)
         # Schedules accepted before the disk fills, due while it is full: their firings
         # cannot be written, and the readiness probe says so, naming the dispatcher.
         assert http.post("/v1/queues", json={"name": "due-while-full"}).status_code == 201
-        due_full = f"at({datetime.fromtimestamp(time.time() + 4, UTC):%Y-%m-%dT%H:%M:%S})"
+        due_full = f"at({datetime.fromtimestamp(time.time() + 5, UTC):%Y-%m-%dT%H:%M:%S})"
         for i in range(N_DUE_WHILE_FULL):
             r = http.post("/v1/schedules", json={
                 "name": f"full-{i}", "expression": due_full,
                 "target": {"kind": "queue", "destination": "due-while-full",
                            "input": f"{i}-" + "y" * 8000}})
             assert r.status_code == 201, r.text
-        assert http.get("/health/ready").status_code == 200
         _fill(small_fs / "ballast")
         # SQLite may still have room in pages it already holds: keep writing until the
         # disk says no (bounded: 16 MB cannot hold 2,000 messages of 20 KB).

@@ -218,6 +218,15 @@ def serve(url: str, tmp_path: Path, *, log: IO[bytes] | None = None
     return proc, child
 
 
+def ignores(pid: int, sig: int) -> bool:
+    """Whether process `pid` ignores `sig` now (the SigIgn mask of /proc/PID/status)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("SigIgn:"):
+                return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
 def gone_within(pid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while alive(pid):
@@ -274,8 +283,12 @@ def test_ctrl_c_stops_serve_and_then_its_dispatcher_process_quietly(tmp_path: Pa
     with log.open("wb") as out:
         server, child = serve(url, tmp_path, log=out)
     try:
-        time.sleep(0.5)  # past its start-up
-        assert alive(child), log.read_text()
+        # past its start-up: it ignores SIGTERM once main() has run (on a loaded machine
+        # the interpreter's start alone can take longer than any fixed sleep)
+        deadline = time.monotonic() + 30
+        while not ignores(child, signal.SIGTERM):
+            assert alive(child) and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.02)
         os.kill(child, signal.SIGTERM)  # a stray SIGTERM to the child alone: ignored too
         time.sleep(0.3)
         assert alive(child), log.read_text()
@@ -288,4 +301,4 @@ def test_ctrl_c_stops_serve_and_then_its_dispatcher_process_quietly(tmp_path: Pa
             server.wait(10)
     text = log.read_text()
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text
-    assert "dispatcher process: exited" not in text, text
+    assert "exited with" not in text, text  # the node never saw its child die
