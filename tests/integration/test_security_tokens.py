@@ -59,19 +59,24 @@ def test_readiness_is_open_but_its_reasons_need_a_read_token(db_url: str) -> Non
     # which check fails, a caller with a read token also why and since when.
     health = Health()
     health.failing("sweeper", "SQLite database '/srv/secret/tidings.db' cannot be written")
+    health.failing("consumer of payroll-secret", "a queue's name is not for everyone")
     with Tidings(settings=Settings(db=db_url, api_tokens=TOKENS)) as t, \
             running_server(create_app(t, node_health=health)) as base:
         for headers in ({}, bearer("x" * 20)):
             hidden = httpx.get(f"{base}/health/ready", headers=headers)
             assert hidden.status_code == 503
-            assert hidden.json()["checks"]["sweeper"] == {"ok": False, "reason": None,
-                                                          "since": None}
+            assert hidden.json()["checks"] == {
+                "database": {"ok": True, "reason": None, "since": None},
+                "dispatcher": {"ok": True, "reason": None, "since": None},
+                "other": {"ok": False, "reason": None, "since": None}}
             assert "secret" not in hidden.text
         shown = httpx.get(f"{base}/health/ready", headers=bearer(READ))
         assert shown.status_code == 503
         sweeper = shown.json()["checks"]["sweeper"]
         assert "/srv/secret/tidings.db" in sweeper["reason"] and sweeper["since"]
+        assert shown.json()["checks"]["consumer of payroll-secret"]["ok"] is False
         health.recovered("sweeper")
+        health.recovered("consumer of payroll-secret")
         assert httpx.get(f"{base}/health/ready").status_code == 200
 
 
