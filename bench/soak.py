@@ -327,8 +327,9 @@ def main() -> None:
         buckets[minute] = [a + b for a, b in zip(buckets[minute], delta, strict=True)]
         fired[0] += sum(delta)
 
-    child_cpu = [0.0]  # CPU of dispatcher processes that are gone (one killed, say)
-    child_pid = [0]
+    # CPU of dispatcher processes that are gone (one killed, say): each one's figure at
+    # the last look before it went; the looks are the samples, every few seconds.
+    child_cpu, child_pid, child_last = [0.0], [0], [0.0]
 
     def dispatcher_pid() -> int:
         proc = node.dispatcher_process.process if node.dispatcher_process else None
@@ -337,9 +338,11 @@ def main() -> None:
     def dispatcher_cpu() -> float:
         pid = dispatcher_pid()
         if pid != child_pid[0]:  # a new one: the old one's last figure stays counted
-            child_cpu[0] += cpu_s(child_pid[0]) if child_pid[0] else 0.0
-            child_pid[0] = pid
-        return child_cpu[0] + (cpu_s(pid) if pid else 0.0)
+            child_cpu[0] += child_last[0]
+            child_pid[0], child_last[0] = pid, 0.0
+        if pid:
+            child_last[0] = cpu_s(pid) or child_last[0]
+        return child_cpu[0] + child_last[0]
 
     if not apart:
         assert node.dispatcher is not None  # built in this process: its probe is called here
@@ -378,6 +381,7 @@ def main() -> None:
             if time.monotonic() >= next_sample:
                 if apart:
                     take_buckets()
+                    dispatcher_cpu()  # (a look: a child that dies keeps its CPU counted)
                 size, wal = await asyncio.to_thread(db_mb, url)
                 waiting = await asyncio.to_thread(backlog, t)
                 rss = rss_mb() + (rss_mb(dispatcher_pid()) if apart else 0.0)
