@@ -25,9 +25,8 @@ class Backoff:
 
     def reset(self) -> None:
         self._next = self.first_s
-        if self._failing is not None:  # (after every success: one test when all is well)
-            if self.health is not None:
-                self.health.recovered(self._failing)
+        if self._failing is not None and self.health is not None:  # (one test when well)
+            self.health.recovered(self._failing)
             self._failing = None
 
     async def wait(self, log: logging.Logger, who: str, exc: BaseException,
