@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
@@ -47,6 +49,9 @@ FOREGROUND_CHECKPOINT_PAGES = 10_000
 #: A WAL file that grew past this (a burst the checkpointer trailed) is cut back to it
 #: when the log restarts, so the file on disk does not keep its peak size.
 WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024
+#: How often the checkpointer asks the OS to keep the WAL's pages in memory (see
+#: `Checkpointer.keep_wal_cached`).
+WAL_CACHE_EVERY_S = 5.0
 #: Result codes (and their extended forms, e.g. SQLITE_IOERR_WRITE) that say "not now".
 _TRANSIENT = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_BUSY", "SQLITE_LOCKED")
 log = logging.getLogger("tidings.sqlite")
@@ -362,6 +367,7 @@ class Checkpointer:
 
     def __init__(self, path: str, every_s: float = CHECKPOINT_EVERY_S) -> None:
         self.every_s = every_s
+        self.path = path
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tidings-checkpoint",
@@ -373,12 +379,46 @@ class Checkpointer:
         busy, frames, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         return int(busy), int(frames), int(copied)
 
+    def keep_wal_cached(self) -> int:
+        """Ask the OS to read back any of the WAL's first pages that it dropped, without
+        waiting for them: how many bytes were asked for. A write after a checkpoint
+        overwrites the WAL from its start, and a frame (4 KiB + 24 bytes) only partly
+        covers the pages it lands on, so each page it touches is read first if it is not
+        in memory. After a quiet spell (the OS drops clean pages nobody touched; a VM's
+        memory balloon within a minute or two) the first commits were 8x slower.
+
+        Only the WAL: closing a descriptor drops every POSIX lock this process holds on
+        that file, and SQLite keeps its locks on the database file and the `-shm` index
+        (another process that saw them gone would reset the index under this one: a
+        SIGBUS). It holds none on the WAL."""
+        if not hasattr(os, "posix_fadvise"):  # not on macOS: nothing to do there
+            return 0
+        try:
+            fd = os.open(self.path + "-wal", os.O_RDONLY)
+        except FileNotFoundError:
+            return 0  # not there yet
+        try:
+            size = min(os.fstat(fd).st_size, WAL_SIZE_LIMIT_BYTES)
+            # One call per MiB: the kernel's readahead takes at most a few MiB per call.
+            for offset in range(0, size, 1 << 20):
+                os.posix_fadvise(fd, offset, 1 << 20, os.POSIX_FADV_WILLNEED)
+            return size
+        finally:
+            os.close(fd)
+
     def _run(self) -> None:
+        cached_at = 0.0
         while not self._stop.wait(self.every_s):
             try:
                 self.checkpoint()
             except sqlite3.Error as exc:  # disk full, I/O error: the next pass tries again
                 log.debug("background checkpoint failed: %s", exc)
+            if time.monotonic() - cached_at >= WAL_CACHE_EVERY_S:
+                cached_at = time.monotonic()
+                try:
+                    self.keep_wal_cached()
+                except OSError as exc:
+                    log.debug("could not keep the WAL cached: %s", exc)
 
     def close(self) -> None:
         self._stop.set()
