@@ -179,6 +179,10 @@ class SqlSchedules(SqlBase):
         row = self._one("next_due_at")
         return None if row is None or row[0] is None else int(row[0])
 
+    def warm_due(self, start: int, until: int, limit: int) -> tuple[int, int | None]:
+        count, last = self._one("warm_due", (start, until, limit))[:2]
+        return int(count), None if last is None else int(last)
+
     def claim_due_schedules(self, now: int, limit: int, claim_ms: int,
                             token: int) -> list[Schedule]:
         read: dict[int, tuple[int, int]] | None = getattr(self._pass, "read", None)

@@ -525,6 +525,21 @@ DELETE FROM schedules WHERE group_name = %s AND name = %s;
 -- name: next_due_at
 SELECT MIN(due_at) FROM schedules WHERE due_at IS NOT NULL;
 
+-- name: warm_due
+-- (from, until, limit) → (rows, the last one's due_at, …): read what firing the schedules
+-- due in [from, until) will touch, ahead of their due instant (`Store.warm_due`): each
+-- row, its entry in the (group_name, name) index (the delete of a one-shot updates it)
+-- and its place in the firings history index (the firing appends there). The lookups
+-- are selected, not filtered on, so that each runs for every row.
+SELECT COUNT(*), MAX(s.due_at),
+       SUM(CASE WHEN EXISTS (SELECT 1 FROM schedules n
+                             WHERE n.group_name = s.group_name AND n.name = s.name)
+                THEN 1 ELSE 0 END),
+       SUM(CASE WHEN EXISTS (SELECT 1 FROM firings f WHERE f.schedule_id = s.id)
+                THEN 1 ELSE 0 END)
+FROM (SELECT id, group_name, name, due_at FROM schedules
+      WHERE due_at >= %s AND due_at < %s ORDER BY due_at LIMIT %s) AS s;
+
 -- name: claim_due
 -- SKIP LOCKED lets several nodes claim disjoint batches at once. Claiming moves due_at to
 -- the end of the claim: if this node dies before completing, the row is due again then.

@@ -415,6 +415,21 @@ DELETE FROM schedules WHERE group_name = ? AND name = ?;
 -- name: next_due_at
 SELECT MIN(due_at) FROM schedules WHERE due_at IS NOT NULL;
 
+-- name: warm_due
+-- (from, until, limit) → (rows, the last one's due_at, …): read what firing the schedules
+-- due in [from, until) will touch, ahead of their due instant (`Store.warm_due`): each
+-- row, its entry in the (group_name, name) index (the delete of a one-shot updates it)
+-- and its place in the firings history index (the firing appends there). The lookups
+-- are selected, not filtered on, so that each runs for every row.
+SELECT COUNT(*), MAX(s.due_at),
+       SUM(CASE WHEN EXISTS (SELECT 1 FROM schedules n
+                             WHERE n.group_name = s.group_name AND n.name = s.name)
+                THEN 1 ELSE 0 END),
+       SUM(CASE WHEN EXISTS (SELECT 1 FROM firings f WHERE f.schedule_id = s.id)
+                THEN 1 ELSE 0 END)
+FROM (SELECT id, group_name, name, due_at FROM schedules
+      WHERE due_at >= ? AND due_at < ? ORDER BY due_at LIMIT ?) AS s;
+
 -- name: claim_due
 -- Claiming moves due_at to the end of the claim: if this node dies before completing,
 -- the row becomes due again then and another dispatcher takes it (no rescuer needed).
