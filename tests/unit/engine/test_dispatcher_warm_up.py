@@ -43,7 +43,7 @@ def test_a_quiet_dispatcher_warms_a_burst_up_and_a_busy_one_does_not(db_url: str
     with Tidings(settings=Settings(db=db_url)) as t:  # the wall clock: the loop sleeps
         t.queues.create_queue("jobs")
         now = time.time_ns() // 1_000_000
-        first = now + 300
+        first = now + 1_000  # time for the loop to start and look before it is due
         later = first + WARM_SPAN_MS + 300  # past the first warm-up's span
         assert later - first < min(QUIET_MS, WARM_LEAD_MS)
         _one_shots(t, [first])
@@ -65,7 +65,7 @@ def test_a_quiet_dispatcher_warms_a_burst_up_and_a_busy_one_does_not(db_url: str
         finally:
             bridge.close()
         # Quiet at the start: the first schedule was read ahead. Then it fired, so the
-        # ten due a moment later were not (the passes keep their pages in memory).
+        # ten due 2.3 s later were not (the passes keep their pages in memory).
         assert d.warmed == 1
         bodies = []
         while got := t.queues.receive("jobs", 10, wait_s=0):
