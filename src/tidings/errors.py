@@ -100,6 +100,16 @@ class Forbidden(TidingsError):
     """The credentials are valid but their scope does not allow this action."""
 
 
+class InternalQueueAccess(Forbidden):
+    """The queue is tidings' own: it can be looked at, not changed or consumed."""
+
+    def __init__(self, name: str, action: str) -> None:
+        self.name = name
+        super().__init__(f"queue {name!r} carries tidings' own deliveries and cannot be "
+                         f"{action} by a client (it is shown by `tidings queue list --all` "
+                         "and in the console)")
+
+
 class PayloadTooLarge(TidingsError):
     """The request is larger than this API accepts."""
 

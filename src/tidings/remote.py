@@ -70,12 +70,16 @@ class RemoteTidings(AbstractContextManager["RemoteTidings"]):
 
     # queues and messages ------------------------------------------------------------------
 
-    def list_queues(self, prefix: str = "") -> list[dict[str, Any]]:
-        """Every queue (all pages) whose name starts with `prefix`."""
+    def list_queues(self, prefix: str = "", *,
+                    include_internal: bool = False) -> list[dict[str, Any]]:
+        """Every queue (all pages) whose name starts with `prefix`; tidings' own queues
+        only with `include_internal`."""
         out: list[dict[str, Any]] = []
         token: str | None = None
         while True:
-            params = {"prefix": prefix, **({"next_token": token} if token else {})}
+            params: dict[str, Any] = {"prefix": prefix,
+                                      **({"next_token": token} if token else {}),
+                                      **({"all": "true"} if include_internal else {})}
             page = self.request("GET", "/v1/queues", params=params)
             out += page["queues"]
             token = page.get("next_token")

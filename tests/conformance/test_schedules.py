@@ -281,8 +281,8 @@ def test_missing_target_queue_becomes_a_retried_delivery(
     t.queues.delete_queue("jobs")
     dispatcher.fire_due()
     assert t.queues.receive("sched-dlq", wait_s=0) == []
-    [m] = t.queues.receive(DELIVERY_QUEUE, wait_s=0)
-    doc = json.loads(m.body)
+    [m], _ = t.queues.peek(DELIVERY_QUEUE)  # the engine's own: read, not received
+    doc = json.loads(m.message.body)
     assert doc["target"]["kind"] == "queue" and doc["target"]["destination"] == "jobs"
     assert doc["input"] == "payload"
     assert doc["context"]["schedule_arn"].endswith("schedule/default/s")
@@ -295,8 +295,8 @@ def test_non_queue_targets_become_deliveries(
                                     Target(TargetKind.WEBHOOK, "http://127.0.0.1:9/x",
                                            input='{"n": <aws.scheduler.attempt-number>}')))
     dispatcher.fire_due()
-    [m] = t.queues.receive(DELIVERY_QUEUE, wait_s=0)
-    doc = json.loads(m.body)
+    [m], _ = t.queues.peek(DELIVERY_QUEUE)  # the engine's own: read, not received
+    doc = json.loads(m.message.body)
     assert doc["type"] == "tidings.delivery" and doc["target"]["kind"] == "webhook"
     assert doc["input"] == '{"n": <aws.scheduler.attempt-number>}'  # filled per attempt
     assert doc["id"] == doc["context"]["execution_id"]

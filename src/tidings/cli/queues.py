@@ -95,15 +95,20 @@ def create(
 @app.command("list")
 def list_(
     prefix: Annotated[str, typer.Option(help="Only queues whose name starts with this.")] = "",
+    all_: Annotated[bool, typer.Option(
+        "--all", help="Also tidings' own queues (tidings-deliveries, tidings-email): "
+        "read-only, shown for their backlog.")] = False,
     db: DbOption = DEFAULT_DB,
     url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List queues with their approximate message counts."""
     docs = on_node_or_db(
-        url, db, lambda node: [node.get_queue(q["name"]) for q in node.list_queues(prefix)],
+        url, db, lambda node: [node.get_queue(q["name"])
+                               for q in node.list_queues(prefix, include_internal=all_)],
         lambda t: [queue_json(r, t.queues.describe_record(r).counts) for r in all_pages(
-            lambda token: t.queues.list_queues(prefix, next_token=token))])
+            lambda token: t.queues.list_queues(prefix, next_token=token,
+                                               include_internal=all_))])
     if as_json:
         emit_json({"queues": docs})
         return

@@ -249,7 +249,7 @@ class EmailService:
         self.store.insert_delivery(delivery)
         ensure_internal_queues(self.queues)
         try:
-            self.queues.send(EMAIL_QUEUE, job)
+            self.queues.enqueue_internal(EMAIL_QUEUE, job)
         except Exception as exc:
             self.store.update_delivery(delivery_id, DeliveryState.QUEUED, DeliveryState.FAILED,
                                        f"could not be queued: {exc}", 0, self.clock.now_ms())

@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -169,6 +169,10 @@ class App:
     #: What a poison message does: "dead-letter" (at once, if the queue has a DLQ) or
     #: "retry" (like a failing job: backoff, then the DLQ after maxReceiveCount).
     poison: Literal["dead-letter", "retry"] = "dead-letter"
+    #: Told of the jobs acknowledged without running because their identity already ran
+    #: to success (each is also logged and counted): the delivery app writes them into
+    #: the firing history, so no delivery is dropped without a trace.
+    on_duplicate: Callable[[list[Job]], Awaitable[None]] | None = None
     handlers: dict[tuple[str, str], Registration] = field(default_factory=dict)
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
     declarations: dict[str, QueueDeclaration] = field(default_factory=dict)

@@ -355,6 +355,11 @@ class Consumer:
             log.warning("acknowledging duplicates on %s failed: %s", state.name, exc)
         for w in works:
             self._let_go(w)
+        if self.app.on_duplicate is not None:
+            try:
+                await self.app.on_duplicate([w.job for w in works if w.job is not None])
+            except Exception:  # noqa: BLE001 - a record of the drop; the drop stands
+                log.exception("recording duplicates on %s failed", state.name)
 
     async def _poison(self, state: QueueState, items: list[tuple[Work, PoisonMessage]]) -> None:
         metrics.JOBS.labels("poison").inc(len(items))

@@ -80,7 +80,7 @@ class Targets:
             if self.email is not None and self.email.relay:
                 return await self.email.deliver(target, body, ctx, attempt)
             # Routed here by a function: to the email queue, for a node with a relay.
-            await asyncio.to_thread(self.queues.send, EMAIL_QUEUE,
+            await asyncio.to_thread(self.queues.enqueue_internal, EMAIL_QUEUE,
                                     json.dumps(delivery_job(ctx, target, body)))
             return "queued"
         raise DeliveryError("UnsupportedTarget", f"{target.kind} targets are not available",
@@ -145,6 +145,18 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
             await asyncio.to_thread(firings.record, schedule_id, ctx.scheduled_time, outcome,
                                     job.attempt, detail)
 
+    async def duplicates(jobs: list[Job]) -> None:
+        """Deliveries acknowledged without running (their execution id already ran to
+        success): in the firing history with the id they matched."""
+        for job in jobs:
+            try:
+                ctx = FiringContext.from_json(job.payload["context"])
+            except (KeyError, TypeError):
+                continue  # not a delivery the dispatcher made: nothing to record it under
+            await record(job, ctx, Outcome.DUPLICATE, _duplicate_detail(ctx))
+
+    app.on_duplicate = duplicates
+
     @app.handler(DELIVERY_JOB)
     async def deliver(job: Job) -> None:
         ctx = FiringContext.from_json(job.payload["context"])
@@ -152,12 +164,16 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
         if target.kind is TargetKind.EMAIL and job.queue != EMAIL_QUEUE:
             # Queued before email had its own queue: move it there, where only a node
             # with a relay takes it.
-            await asyncio.to_thread(queues.send, EMAIL_QUEUE, json.dumps(job.payload))
+            await asyncio.to_thread(queues.enqueue_internal, EMAIL_QUEUE, json.dumps(job.payload))
             return
         body = render_input(job.payload.get("input") or "{}", ctx, job.attempt)
         kind = target.kind.value
         try:
             outcome = await targets.deliver(target, body, ctx, job.attempt)
+            if outcome == Outcome.DUPLICATE:
+                metrics.DUPLICATES.labels(kind).inc()
+                await record(job, ctx, Outcome.DUPLICATE, _duplicate_detail(ctx))
+                return
             metrics.DELIVERED.labels(kind).inc()
             log.debug("delivered %s to %s: %s", ctx.execution_id, kind, outcome)
             if outcome in (Outcome.DELIVERED, Outcome.SUPPRESSED):  # not "queued" on
@@ -184,6 +200,11 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
                      else Outcome.DROPPED, f"{failure.code}: {failure.message} ({exhausted})")
 
     return app
+
+
+def _duplicate_detail(ctx: FiringContext) -> str:
+    return (f"execution {ctx.execution_id} was already delivered; this copy was "
+            "acknowledged without delivering it again")
 
 
 def _schedule_id(payload: dict[str, Any]) -> int | None:

@@ -42,7 +42,7 @@ from tidings.engine.schedules import (
 )
 from tidings.errors import QueueNotFound, StoreUnavailable, ValidationError
 from tidings.model.digests import MessageAttributeValue
-from tidings.model.queues import QueueRecord
+from tidings.model.queues import INTERNAL_QUEUES, QueueRecord
 from tidings.model.schedules import ActionAfterCompletion, Schedule, TargetKind
 from tidings.notify.base import SCHEDULES_CHANNEL, SCHEDULES_POLL_S, Notifier, queue_channel
 from tidings.store.base import Firing, FiringOutcome, Store, TargetMessage
@@ -256,7 +256,8 @@ class Dispatcher:
         # Delivered by this firing itself: written into its target queue (not into the DLQ,
         # nor handed to the delivery queue because the queue is missing).
         target_queue = (batch.queues.get(spec.target.destination)
-                        if spec.target.kind is TargetKind.QUEUE else None)
+                        if spec.target.kind is TargetKind.QUEUE
+                        and spec.target.destination not in INTERNAL_QUEUES else None)
         in_target = bool(messages) and target_queue is not None \
             and messages[0].queue_id == target_queue.id
         # The firing history: what this firing's outcome is, when it is known now (a
@@ -285,14 +286,18 @@ class Dispatcher:
 
     def _context(self, s: Schedule, fire_at: int) -> FiringContext:
         spec = s.spec
-        return FiringContext.of(s.id, spec.group, spec.name, fire_at,
+        return FiringContext.of(s.id, s.created_at, spec.group, spec.name, fire_at,
                                 self.schedules.schedule_arn(spec.group, spec.name))
 
     def _messages(self, s: Schedule, fire_at: int, batch: _Batch) -> list[TargetMessage]:
         target = s.spec.target
         if target.kind is TargetKind.QUEUE:
             text = target.input or "{}"
-            queue = self._queue(batch, target.destination)
+            # The engine's own queues take no client's messages: such a target (only one
+            # stored before they were refused at creation) goes the delivery path, which
+            # refuses it and dead-letters the event with the reason.
+            queue = (None if target.destination in INTERNAL_QUEUES
+                     else self._queue(batch, target.destination))
             # The usual firing (a standard queue, an input without context attributes)
             # needs no context: its execution id (a SHA-1) would only be a FIFO dedup id.
             ctx = (None if queue is not None and not queue.attributes.fifo

@@ -32,6 +32,9 @@ class Outcome(StrEnum):
     DEAD_LETTERED = "dead-lettered"  # gave up; the event went to the target's DLQ
     DROPPED = "dropped"  # gave up with no DLQ to take the event
     SKIPPED = "skipped"  # a missed occurrence older than its maximum event age
+    # A copy of a firing whose execution id was already delivered (a redelivery after a
+    # crash between the delivery and its acknowledgement): not delivered again.
+    DUPLICATE = "duplicate"
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class FiringRecord:
 
     @property
     def good(self) -> bool:
-        return self.outcome in (Outcome.DELIVERED, Outcome.SUPPRESSED)
+        return self.outcome in (Outcome.DELIVERED, Outcome.SUPPRESSED, Outcome.DUPLICATE)
 
 
 def outcome_row(schedule_id: int, occurrence: int, at: int, outcome: Outcome,
@@ -67,9 +70,8 @@ class FiringLog:
     def recent(self, schedule_id: int, limit: int = SHOWN, *,
                since: int = 0) -> list[FiringRecord]:
         """The schedule's last firings with a final outcome, newest first, recorded at or
-        after `since`: pass the schedule's creation instant, since SQLite hands a new row
-        the id of a deleted one that had the highest id, whose history would show as its
-        own otherwise."""
+        after `since` (the schedule's creation instant: a database made before schedule
+        ids were never reused can still hold an earlier schedule's rows under its id)."""
         return [FiringRecord(r.occurrence, r.at, r.outcome, r.attempts, r.detail)
                 for r in self.store.recent_firings(schedule_id, since, limit)]
 

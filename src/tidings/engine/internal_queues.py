@@ -3,17 +3,17 @@
 A delivery to a webhook or a function target, or an email, travels as a job of one of
 these queues, so it gets the queue engine's leases, retries and crash safety for free.
 Email has its own queue: only a node with an SMTP relay consumes it, so accepted mail
-waits there (it is never failed) until such a node takes it.
+waits there (it is never failed) until such a node takes it. Clients cannot touch them
+(`QueueService` refuses; `tidings.model.queues.INTERNAL_QUEUES`).
 """
 
 from __future__ import annotations
 
 from tidings.engine.queues import QueueService
 from tidings.errors import QueueNotFound
+from tidings.model.queues import DELIVERY_QUEUE, EMAIL_QUEUE, INTERNAL_QUEUES
 from tidings.model.schedules import Target, TargetKind
 
-DELIVERY_QUEUE = "tidings-deliveries"  # webhook and function targets
-EMAIL_QUEUE = "tidings-email"  # email targets and the email API's sends
 RETENTION_S = 14 * 24 * 3600  # the SQS maximum: a delivery outlives a long outage
 
 
@@ -22,11 +22,8 @@ def queue_for(target: Target) -> str:
 
 
 def ensure_internal_queues(queues: QueueService) -> None:
-    for name in (DELIVERY_QUEUE, EMAIL_QUEUE):
-        try:
-            queues.get_queue(name)
-        except QueueNotFound:
-            queues.create_queue(name, visibility_timeout_s=60, retention_s=RETENTION_S)
+    for name in sorted(INTERNAL_QUEUES):
+        queues.ensure_internal(name, visibility_timeout_s=60, retention_s=RETENTION_S)
 
 
 def backlog(queues: QueueService, name: str) -> int:
@@ -36,3 +33,7 @@ def backlog(queues: QueueService, name: str) -> int:
     except QueueNotFound:
         return 0
     return counts.visible + counts.in_flight + counts.delayed
+
+
+__all__ = ["DELIVERY_QUEUE", "EMAIL_QUEUE", "INTERNAL_QUEUES", "RETENTION_S", "backlog",
+           "ensure_internal_queues", "queue_for"]

@@ -92,6 +92,11 @@ LATENESS = BatchHistogram(
 JOBS = Counter("tidings_jobs", "Jobs by outcome: succeeded, failed, duplicate (acknowledged "
                "without running: its key was done), poison (could never be a job), abandoned "
                "(still running at the shutdown deadline)", ["outcome"], registry=REGISTRY)
+DUPLICATES = Counter("tidings_deliveries_duplicate",
+                     "Deliveries found already done by their execution id (an email whose "
+                     "log row is final) and not made again, by target kind; jobs dropped as "
+                     "duplicates before running are in tidings_jobs_total{outcome=duplicate}",
+                     ["kind"], registry=REGISTRY)
 EMAIL_WAITING = Gauge("tidings_email_waiting",
                       "Emails accepted and not yet sent: waiting for a node with an SMTP relay,"
                       " or being retried", registry=REGISTRY)

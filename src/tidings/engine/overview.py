@@ -97,7 +97,9 @@ class OverviewService:
 
     def queue_page(self, prefix: str = "", after: str | None = None,
                    limit: int = QUEUE_PAGE) -> tuple[list[QueueInfo], str | None]:
-        records, token = self.queues.list_queues(prefix, limit=limit, next_token=after)
+        # The engine's own queues too: an operator looks at the deliveries' backlog here.
+        records, token = self.queues.list_queues(prefix, limit=limit, next_token=after,
+                                                 include_internal=True)
         return [self.queues.describe_record(r) for r in records], token
 
     def overview(self) -> Overview:

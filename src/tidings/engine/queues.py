@@ -24,6 +24,7 @@ from tidings.engine.receiving import (
 from tidings.engine.redrive import Redrive
 from tidings.errors import (
     BatchError,
+    InternalQueueAccess,
     PurgeInProgress,
     QueueNotFound,
     TidingsError,
@@ -40,6 +41,7 @@ from tidings.model.messages import (
 )
 from tidings.model.paging import page_after, page_token
 from tidings.model.queues import (
+    INTERNAL_QUEUES,
     MAX_MESSAGE_BYTES,
     MAX_RETENTION_S,
     MAX_SQS_DELAY_S,
@@ -78,6 +80,11 @@ class QueueInfo:
     def name(self) -> str:
         return self.record.name
 
+    @property
+    def internal(self) -> bool:
+        """One of the engine's own queues: shown, never changed by a client."""
+        return self.record.name in INTERNAL_QUEUES
+
 
 def named_queue(store: Store, name: str, field: str, what: str = "queue") -> QueueRecord:
     """The queue a setting names (a dead-letter queue, a target): a ValidationError on
@@ -103,7 +110,31 @@ class QueueService(Receiving, Redrive):
         self._names: dict[int, str | None] = {}  # queue id → name, for DLQ sources
         self.attempts = ReceiveAttempts()
 
+    def _refuse_internal(self, name: str, action: str) -> None:
+        """The engine's own queues are read-only to every face (SQS, native API, CLI,
+        console, Python API); the engine reaches them through `ensure_internal` and
+        `enqueue_internal`, and its consumers lease their messages below this service."""
+        if name in INTERNAL_QUEUES:
+            raise InternalQueueAccess(name, action)
+
+    def ensure_internal(self, name: str, **attributes: Any) -> QueueRecord:
+        """Create one of the engine's own queues if it is missing (`internal_queues`)."""
+        try:
+            return self.store.get_queue(name)
+        except QueueNotFound:
+            attrs = QueueAttributes.build(fifo=False, **attributes)
+            return self.store.create_queue(name, attrs, self.clock.now_ms())
+
+    def enqueue_internal(self, name: str, body: str) -> SendResult:
+        """The engine's send to one of its own queues (an email accepted by the API, a
+        delivery moved to the email queue), which `send` refuses to clients."""
+        outcome = self._send_group(self.get_queue_cached(name), [OutgoingMessage(body)])[0]
+        if isinstance(outcome, TidingsError):
+            raise outcome
+        return outcome
+
     def create_queue(self, name: str, **attributes: Any) -> QueueRecord:
+        self._refuse_internal(name, "created")
         fifo = validate_queue_name(name)
         if attributes.pop("fifo", fifo) != fifo:
             raise ValidationError("FifoQueue", "a FIFO queue's name must end with .fifo")
@@ -122,15 +153,24 @@ class QueueService(Receiving, Redrive):
         return QueueInfo(record, self.store.queue_counts(record.id, self.clock.now_ms()))
 
     def list_queues(self, prefix: str = "", *, limit: int = 1000,
-                    next_token: str | None = None) -> tuple[list[QueueRecord], str | None]:
+                    next_token: str | None = None, include_internal: bool = False,
+                    ) -> tuple[list[QueueRecord], str | None]:
+        """Queues by name; the engine's own only with `include_internal` (what `tidings
+        queue list --all` and the console show)."""
         limit = check_range("MaxResults", limit, 1, 1000)
         after = page_after(next_token)
-        records = self.store.list_queues(prefix, after, limit + 1)
+        if include_internal:
+            records = self.store.list_queues(prefix, after, limit + 1)
+        else:  # read past the hidden ones, so a page is still full when more follow
+            records = [r for r in self.store.list_queues(prefix, after,
+                                                         limit + 1 + len(INTERNAL_QUEUES))
+                       if r.name not in INTERNAL_QUEUES][:limit + 1]
         more = len(records) > limit
         records = records[:limit]
         return records, (page_token(records[-1].name) if more and records else None)
 
     def update_queue(self, name: str, **changes: Any) -> QueueRecord:
+        self._refuse_internal(name, "changed")
         record = self.store.get_queue(name)
         if "fifo" in changes and changes.pop("fifo") != record.attributes.fifo:
             raise ValidationError("FifoQueue", "cannot be changed after the queue is created")
@@ -145,6 +185,10 @@ class QueueService(Receiving, Redrive):
         policy = attrs.redrive_policy
         if policy is None:
             return
+        if policy.dead_letter_queue in INTERNAL_QUEUES:
+            raise ValidationError("RedrivePolicy.deadLetterTargetArn",
+                                  f"queue {policy.dead_letter_queue!r} is tidings' own and "
+                                  "cannot be a dead-letter queue")
         if policy.dead_letter_queue == name:
             raise ValidationError("RedrivePolicy.deadLetterTargetArn",
                                   "a queue cannot be its own dead-letter queue")
@@ -157,23 +201,27 @@ class QueueService(Receiving, Redrive):
                                   " as a source")
 
     def tag_queue(self, name: str, tags: Mapping[str, str]) -> None:
+        self._refuse_internal(name, "tagged")
         record = self.store.get_queue(name)
         merged = {**record.attributes.tags, **tags}
         validate_tags(merged)
         self.store.update_queue(name, record.attributes.merged(tags=merged), self.clock.now_ms())
 
     def untag_queue(self, name: str, keys: Sequence[str]) -> None:
+        self._refuse_internal(name, "untagged")
         record = self.store.get_queue(name)
         tags = {k: v for k, v in record.attributes.tags.items() if k not in set(keys)}
         self.store.update_queue(name, record.attributes.merged(tags=tags), self.clock.now_ms())
 
     def delete_queue(self, name: str) -> None:
+        self._refuse_internal(name, "deleted")
         record = self.store.get_queue(name)
         self.store.delete_queue(name)
         self._queue_cache.pop(name, None)
         self.notifier.notify(queue_channel(record.id))
 
     def purge_queue(self, name: str) -> int:
+        self._refuse_internal(name, "purged")
         record = self.store.get_queue(name)
         now = self.clock.now_ms()
         if record.purged_at is not None and now - record.purged_at < PURGE_INTERVAL_MS:
@@ -232,6 +280,7 @@ class QueueService(Receiving, Redrive):
     def cancel(self, queue: str, message_id: str, visible_at: int) -> bool:
         """Withdraw a delayed message before it becomes visible (what a task handle's
         `cancel()` does); False if it is already visible, received or gone."""
+        self._refuse_internal(queue, "changed")
         record = self.get_queue_cached(queue)
         return self.store.cancel_message(record.id, message_id, visible_at,
                                          self.clock.now_ms())
@@ -267,7 +316,14 @@ class QueueService(Receiving, Redrive):
         """Send any number of messages in one transaction, each validated on its own: the
         result list holds a SendResult or the error of each. The group commit of concurrent
         single sends (`Coalescer`) and batches both land here."""
-        record = self.get_queue_cached(queue)
+        self._refuse_internal(queue, "sent to")
+        return self._send_group(self.get_queue_cached(queue), messages,
+                                max_delay_s=max_delay_s, max_total_bytes=max_total_bytes,
+                                connection=connection)
+
+    def _send_group(self, record: QueueRecord, messages: Sequence[OutgoingMessage], *,
+                    max_delay_s: int | None = None, max_total_bytes: bool | None = None,
+                    connection: Any = None) -> list[SendResult | TidingsError]:
         attrs = record.attributes
         now = self.clock.now_ms()
         cap = MAX_SQS_DELAY_S if max_delay_s is None else min(max_delay_s, attrs.retention_s)

@@ -63,6 +63,8 @@ class Receiving:
     _queue_cache: dict[str, tuple[float, QueueRecord]]
     arn_prefix: str
 
+    def _refuse_internal(self, name: str, action: str) -> None: ...
+
     def queue_arn(self, name: str) -> str:
         """How every API names a queue where SQS gives an ARN (e.g. a DLQ's source)."""
         return f"{self.arn_prefix}:{name}"
@@ -149,6 +151,7 @@ class Receiving:
 
     def _receive_args(self, queue: str, max_messages: int, wait_s: int | None,
                       visibility_s: int | None) -> tuple[QueueRecord, int, int | None, float]:
+        self._refuse_internal(queue, "received from")
         check_range("MaxNumberOfMessages", max_messages, 1, 10)
         if visibility_s is not None:
             check_range("VisibilityTimeout", visibility_s, 0, MAX_VISIBILITY_S, " seconds")
@@ -210,6 +213,7 @@ class Receiving:
         """The messages an earlier receive of this FIFO queue with `attempt_id` returned,
         their visibility reset; None when there is none to replay (a fresh receive then).
         `receive_attempts.py` says why."""
+        self._refuse_internal(queue, "received from")
         record = self.get_queue_cached(queue)
         if not record.attributes.fifo:
             return None  # SQS: the attempt id applies only to FIFO queues
@@ -243,6 +247,7 @@ class Receiving:
 
     def delete_group(self, queue: str, handles: Sequence[str]) -> list[bool | TidingsError]:
         """Delete many receipts in one transaction, each checked on its own."""
+        self._refuse_internal(queue, "deleted from")
         record = self.get_queue_cached(queue)
         out: list[bool | TidingsError] = []
         receipts, slots = [], []
@@ -262,6 +267,7 @@ class Receiving:
     def delete_batch(self, queue: str, entries: Sequence[tuple[str, str]],
                      ) -> tuple[list[str], list[BatchFailure]]:
         validate_batch_ids([e[0] for e in entries])
+        self._refuse_internal(queue, "deleted from")
         record = self.get_queue_cached(queue)
         ok, failures, receipts = [], [], []
         for entry_id, handle in entries:
@@ -286,6 +292,7 @@ class Receiving:
                                 ) -> tuple[list[str], list[BatchFailure]]:
         if not _single:
             validate_batch_ids([e[0] for e in entries])
+        self._refuse_internal(queue, "changed")
         record = self.get_queue_cached(queue)
         now = self.clock.now_ms()
         changes, ids, failures = [], [], []

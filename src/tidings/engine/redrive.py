@@ -21,12 +21,14 @@ class Redrive:
     clock: Clock
     notifier: Notifier
 
+    def _refuse_internal(self, name: str, action: str) -> None: ...
+
 
     def redrive(self, dlq: str, destination: str | None = None, *, limit: int | None = None,
                 chunk: int = 1000) -> int:
         """Move messages out of a DLQ now: to `destination`, or each to its source queue."""
         source = self._move_source(dlq)
-        dest_id = self.store.get_queue(destination).id if destination else None
+        dest_id = self._move_destination(destination)
         moved = 0
         while limit is None or moved < limit:
             step = chunk if limit is None else min(chunk, limit - moved)
@@ -44,7 +46,7 @@ class Redrive:
         if len(row_ids) > 1000:
             raise ValidationError("messages", "at most 1000 messages can be chosen at once")
         source = self._move_source(dlq)
-        dest_id = self.store.get_queue(destination).id if destination else None
+        dest_id = self._move_destination(destination)
         moved = self.store.move_selected_messages(source.id, dest_id, list(row_ids),
                                                   self.clock.now_ms())
         self._notify_destinations(source.id, dest_id)
@@ -57,7 +59,14 @@ class Redrive:
         for q in self.store.list_queues("", None, 10_000):
             self.notifier.notify(queue_channel(q.id))
 
+    def _move_destination(self, destination: str | None) -> int | None:
+        if not destination:
+            return None
+        self._refuse_internal(destination, "sent to")
+        return self.store.get_queue(destination).id
+
     def _move_source(self, dlq: str) -> QueueRecord:
+        self._refuse_internal(dlq, "redriven")
         record = self.store.get_queue(dlq)
         if not self.store.dead_letter_sources(dlq):
             raise ValidationError("SourceArn",
@@ -72,7 +81,7 @@ class Redrive:
         for task in self.store.list_move_tasks(source.id, 10):
             if task.status is MoveTaskStatus.RUNNING:
                 raise ValidationError("SourceArn", "a message move task is already running")
-        dest_id = self.store.get_queue(destination).id if destination else None
+        dest_id = self._move_destination(destination)
         handle = base64.urlsafe_b64encode(secrets.token_bytes(18)).decode()
         counts = self.store.queue_counts(source.id, self.clock.now_ms())
         self.store.create_move_task(MoveTask(

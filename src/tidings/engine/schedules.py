@@ -35,7 +35,7 @@ from tidings.errors import (
 )
 from tidings.model.email import EmailMessage
 from tidings.model.paging import compound_after, compound_token
-from tidings.model.queues import QueueRecord, check_range
+from tidings.model.queues import INTERNAL_QUEUES, QueueRecord, check_range
 from tidings.model.schedules import (
     DEFAULT_GROUP,
     Schedule,
@@ -154,6 +154,9 @@ class ScheduleService(ScheduleGroups):
         if target.kind is TargetKind.EMAIL:
             check_email_target(self.store, target, known_templates, self.sender_check)
         if target.kind is TargetKind.QUEUE:
+            if target.destination in INTERNAL_QUEUES:
+                raise ValidationError("Target.Arn", f"queue {target.destination!r} is tidings'"
+                                      " own and takes no schedule's messages")
             try:
                 queue = self.queue_lookup(target.destination)
             except QueueNotFound:
@@ -165,6 +168,9 @@ class ScheduleService(ScheduleGroups):
                 raise ValidationError("Target.SqsParameters.MessageGroupId",
                                       "is required for a FIFO queue target")
         if target.dead_letter_queue is not None:
+            if target.dead_letter_queue in INTERNAL_QUEUES:
+                raise ValidationError("Target.DeadLetterConfig.Arn",
+                                      f"queue {target.dead_letter_queue!r} is tidings' own")
             dlq = named_queue(self.store, target.dead_letter_queue,
                               "Target.DeadLetterConfig.Arn")
             if dlq.attributes.fifo:

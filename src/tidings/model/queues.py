@@ -27,6 +27,14 @@ FIFO_DEDUP_WINDOW_MS = 5 * 60 * 1000  # SQS: "within the 5-minute deduplication 
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 
+#: The queues that carry tidings' own deliveries (webhooks and functions; email). They are
+#: the engine's: hidden from queue listings unless asked for, and no client may send to,
+#: receive from, purge, change or delete them (a test teardown that deletes every queue
+#: would otherwise take the node's deliveries with it, and a purge lose accepted email).
+DELIVERY_QUEUE = "tidings-deliveries"
+EMAIL_QUEUE = "tidings-email"
+INTERNAL_QUEUES = frozenset({DELIVERY_QUEUE, EMAIL_QUEUE})
+
 
 def validate_queue_name(name: str) -> bool:
     """Check an SQS queue name; return whether it names a FIFO queue."""

@@ -29,6 +29,17 @@ def _uuid5(name: str) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
+def execution_id(schedule_id: int, created_at: int, occurrence: int) -> str:
+    """The id of one occurrence of one schedule: the same for every retry and on every node
+    (consumers, FIFO deduplication and the email log dedupe on it), and never the id of
+    another schedule's firing. The schedule is named by its incarnation, its row id and
+    creation instant together: row ids are never reused (migration 14), and the instant
+    also tells apart a schedule created after a restore from a backup took the database's
+    id sequence back. (Ids made before that step hashed "id/occurrence", one slash: no
+    name of this form can equal one of those.)"""
+    return _uuid5(f"{schedule_id}:{created_at}/{occurrence}")
+
+
 @dataclass(frozen=True)
 class FiringContext:
     schedule_arn: str
@@ -38,12 +49,10 @@ class FiringContext:
     execution_id: str
 
     @classmethod
-    def of(cls, schedule_id: int, group: str, name: str, occurrence: int,
+    def of(cls, schedule_id: int, created_at: int, group: str, name: str, occurrence: int,
            schedule_arn: str) -> FiringContext:
-        # Deterministic: the same occurrence of the same schedule always has the same id,
-        # so consumers can dedupe on it whatever happens between nodes.
-        execution_id = _uuid5(f"{schedule_id}/{occurrence}")
-        return cls(schedule_arn, group, name, occurrence, execution_id)
+        return cls(schedule_arn, group, name, occurrence,
+                   execution_id(schedule_id, created_at, occurrence))
 
     def to_json(self) -> dict[str, Any]:
         return {"schedule_arn": self.schedule_arn, "group": self.group, "name": self.name,

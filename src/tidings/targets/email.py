@@ -115,9 +115,12 @@ class EmailDelivery:
             template=msg.template, attempts=attempt,
             document=json.dumps(delivery_job(ctx, target, body), ensure_ascii=False))
         if prep.existing is not None and prep.existing.state in FINAL_STATES:
-            log.info("delivery %s is already %s; not sent again", record.id,
-                     prep.existing.state)
-            return "delivered" if prep.existing.state is DeliveryState.SENT else "suppressed"
+            # A redelivery after a crash between the send and its acknowledgement: the log
+            # row of this execution id is final, so the mail is not sent twice.
+            log.warning("email delivery %s (schedule %s) is already %s in the delivery log; "
+                        "not sent again", record.id, record.schedule or "-",
+                        prep.existing.state)
+            return "duplicate"
         if failure is not None:
             await self._final(record, DeliveryState.FAILED, failure.message)
             raise DeliveryError(type(failure).__name__, failure.message, retryable=False)

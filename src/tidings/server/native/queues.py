@@ -79,10 +79,13 @@ async def list_queues(
     prefix: Annotated[str, Query(description="Only queues whose name starts with this.")] = "",
     limit: Annotated[int, Query(description="Page size (1-1000).")] = 1000,
     next_token: NextToken = None,
+    all: Annotated[bool, Query(description="Also tidings' own queues (tidings-deliveries, "
+                               "tidings-email), which clients can look at, not change.")
+                   ] = False,
 ) -> dict[str, Any]:
     """List queues by name, a page at a time."""
     records, token = await ctx.bridge.run(ctx.t.queues.list_queues, prefix, limit=limit,
-                                          next_token=next_token)
+                                          next_token=next_token, include_internal=all)
     return {"queues": [queue_json(r) for r in records], "next_token": token}
 
 

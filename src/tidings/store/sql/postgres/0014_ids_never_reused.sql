@@ -1,0 +1,5 @@
+-- Row ids are never handed out twice. On PostgreSQL every id column is GENERATED ALWAYS AS
+-- IDENTITY, whose sequence never goes back, so nothing changes here; SQLite's step makes
+-- its `schedules` and `queues` ids AUTOINCREMENT to give the same guarantee. (What a
+-- restore from an older backup brings back is covered above the ids: an execution id
+-- also names its schedule's creation instant.)
