@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tidings.client import Tidings
+from tidings.clock import Clock
 from tidings.engine.firing_log import Outcome
 from tidings.model.queues import RedrivePolicy
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
@@ -111,8 +112,9 @@ def email(t: Tidings) -> None:
     t.email.suppress("remove-me@example.com")
 
 
-def everything(url: str) -> None:
-    with Tidings(url) as t:
+def everything(url: str, clock: Clock | None = None) -> None:
+    """Everything above, written with `clock` (the system clock when None)."""
+    with Tidings(url, clock=clock) as t:
         queues(t)
         schedules(t)
         campaigns(t)
