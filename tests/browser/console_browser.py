@@ -5,6 +5,11 @@ headless Chromium (Debian's `chromium` and
 
 Screenshots go to TIDINGS_TEST_SCREENSHOTS when it is set (`docs/screenshots` to refresh
 the committed ones), otherwise to the test's temporary folder.
+
+TIDINGS_TEST_NOW (ISO 8601 with an offset, e.g. `2026-12-03T15:05:00Z`) runs the seed and
+the node as if each module started then: both read one stepped clock (the node's test-only
+TIDINGS_CLOCK_OFFSET_FILE), so a test whose outcome could depend on the hour of the run can
+be tried at any hour. The browser's own clock is not moved.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from conftest import BACKENDS, module_pg_schema, pg_url
+from tidings.clock import Clock, SteppedClock, to_ms
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -191,6 +197,20 @@ class Page:
             " (f ? f.getAttribute('action') : e.getAttribute('href'));", element))
 
 
+def simulated_clock(folder: Path) -> tuple[Clock | None, dict[str, str]]:
+    """(the seed's clock, the node's environment) for TIDINGS_TEST_NOW, if it is set: one
+    offset file both read, from now to the chosen instant."""
+    chosen = os.environ.get("TIDINGS_TEST_NOW")
+    if not chosen:
+        return None, {}
+    from datetime import datetime
+
+    offset = folder / "clock-offset-ms"
+    offset.write_text(str(to_ms(datetime.fromisoformat(chosen), "TIDINGS_TEST_NOW")
+                          - time.time_ns() // 1_000_000))
+    return SteppedClock(str(offset)), {"TIDINGS_CLOCK_OFFSET_FILE": str(offset)}
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def served(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Node]]:
@@ -205,8 +225,9 @@ def served(request: pytest.FixtureRequest,
             url = f"sqlite:///{folder}/console.db"
         else:
             url = pg_url(stack.enter_context(module_pg_schema()))
-        seed.everything(url)
-        node = Node(url, folder)
+        clock, env = simulated_clock(folder)
+        seed.everything(url, clock)
+        node = Node(url, folder, env)
         try:
             yield url, node
         finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tidings.client import Tidings
+from tidings.clock import Clock
 from tidings.engine.firing_log import Outcome
 from tidings.model.queues import RedrivePolicy
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
@@ -72,11 +73,13 @@ HOSTILE_HTML = ("<h1 style=\"color:#2f6fde\">Hello {{name}}</h1>"
 
 def campaigns(t: Tidings) -> None:
     """Templates (one hostile), and campaigns spring, autumn, winter (12 recipients, two
-    steps each, in 2027) plus summer, due within hours, for its forecast."""
+    steps each, on 1 March next year) plus summer, whose first step is due within the hour,
+    for its forecast. Every time is read from `t.clock`, the clock the seed was given."""
     import io
-    from datetime import date, datetime, timedelta
+    from datetime import date, timedelta
     from zoneinfo import ZoneInfo
 
+    from tidings.clock import from_ms
     from tidings.engine.fanout import FanoutOptions
     from tidings.model.campaigns import Step
 
@@ -84,19 +87,23 @@ def campaigns(t: Tidings) -> None:
                             text="Hi {{name}}, order {{order.id}}")
     t.email.create_template("nudge", "Still there?", text="Hello again {{name}}")
     zones = ["America/New_York", "Europe/London", "Asia/Kolkata", "Australia/Sydney"]
+    now = from_ms(t.clock.now_ms())
     # Summer's forecast must have a bar in the console's next 6 hours at whatever hour the
-    # suite runs: a fixed local time (noon) left an 8-hour gap in UTC between the four
-    # zones' noons, and a run then found no bar. An hour from now in London always lands.
-    soon = (datetime.now(ZoneInfo("Europe/London")) + timedelta(hours=1)).strftime("%H:%M")
+    # suite runs. Its welcome step has no time of its own, so it takes the run's (a fixed
+    # 09:00 overrode it and left 14:00-22:00 UTC empty in December), and that time is an
+    # hour from now in Kolkata, which has kept UTC+05:30 all year since 1945: no DST gap or
+    # repeated hour can move it, so Kolkata's recipients get it 59-60 minutes from now
+    # (later today, or, when the hour crosses midnight there, tomorrow: the same instant).
+    soon = (now + timedelta(hours=1)).astimezone(ZoneInfo("Asia/Kolkata")).strftime("%H:%M")
+    steps = (Step("welcome", 0), Step("nudge", 2, "10:00", "nudge"))
     for campaign in ("spring", "autumn", "winter", "summer"):
         rows = ["id,email,timezone,name"] + [
             f"r{i},user{i}@example.com,{zones[i % 4]},Name {i}" for i in range(12)]
         timing: dict[str, object] = (
             {"next_time": soon} if campaign == "summer"
-            else {"on": date(2027, 3, 1), "local_time": "09:00"})
+            else {"on": date(now.year + 1, 3, 1), "local_time": "09:00"})
         t.campaigns.fanout(io.BytesIO(("\n".join(rows) + "\n").encode()), FanoutOptions(
-            campaign=campaign, template="welcome", sender="news@example.com",
-            steps=(Step("welcome", 0, "09:00"), Step("nudge", 2, "10:00", "nudge")),
+            campaign=campaign, template="welcome", sender="news@example.com", steps=steps,
             **timing))  # type: ignore[arg-type]
 
 
@@ -111,8 +118,9 @@ def email(t: Tidings) -> None:
     t.email.suppress("remove-me@example.com")
 
 
-def everything(url: str) -> None:
-    with Tidings(url) as t:
+def everything(url: str, clock: Clock | None = None) -> None:
+    """Everything above, written with `clock` (the system clock when None)."""
+    with Tidings(url, clock=clock) as t:
         queues(t)
         schedules(t)
         campaigns(t)

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,21 @@ from tests.conftest import pg_url
 
 ROOT = Path(__file__).resolve().parents[2]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+
+#: All that each page's script prints (a regular expression). Nothing runs the tasks the
+#: tasks page sends, so only its own prints show: the delayed job's due time, message id and
+#: schedule, the error the page quotes, the async send's job id. The testing page and the
+#: README run their handlers in time travel, in order: the README's reports on Thursday and
+#: Friday, its invoice on Saturday the 24th, then reports Monday to Wednesday.
+PRINTED = {
+    "docs/tasks.md": (r"(?P<due>\S+ \S+) \S+ \S+\n"
+                      r"invoice_id: Input should be a valid integer, .+\n\S+\n"),
+    "docs/periodic.md": "",  # it declares its jobs: nothing runs them
+    "docs/testing.md": r"welcome ada\n",
+    "docs/migrating.md": "",
+    "README.md": r"report\nreport\ninvoice 7\nreport\nreport\nreport\n",
+}
 
 
 def python_blocks(text: str) -> str:
@@ -44,9 +60,14 @@ def run(script: str, cwd: Path, env: dict[str, str]) -> str:
 def test_page_examples_run(page: str, tmp_path: Path) -> None:
     text = (ROOT / page).read_text()
     script = readme_tasks_section() if page == "README.md" else text
+    started = datetime.now(UTC)
     out = run(python_blocks(script), tmp_path,
               {"TIDINGS_DB": f"sqlite:///{tmp_path}/docs.db"})
-    assert out is not None
+    printed = re.fullmatch(PRINTED[page], out)
+    assert printed, out
+    if page == "docs/tasks.md":  # send_in(timedelta(minutes=5)), within the run's 120 s
+        due = datetime.fromisoformat(printed["due"]) - started
+        assert timedelta(minutes=5) <= due <= timedelta(minutes=7), due
 
 
 def test_transactional_page_runs_against_postgres(tmp_path: Path, pg_schema: str) -> None:
