@@ -51,6 +51,7 @@ AWS_ERRORS: dict[str, tuple[str, int]] = {
     "MissingParameter": ("MissingParameter", 400),
     "InvalidAction": ("InvalidAction", 400),
     "ResourceNotFoundException": ("ResourceNotFoundException", 404),
+    "AccessDenied": ("AccessDenied", 403),  # a queue the caller may not touch
     "OverLimit": ("OverLimit", 403),
     "ServiceUnavailable": ("ServiceUnavailable", 503),
     "InternalFailure": ("InternalFailure", 500),
