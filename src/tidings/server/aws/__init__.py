@@ -33,6 +33,7 @@ from tidings.server.aws.sqs_protocol import (
     JSON_CONTENT_TYPE,
     XML_CONTENT_TYPE,
     SqsError,
+    error_headers,
     from_tidings,
     json_body,
     json_error,
@@ -153,7 +154,8 @@ class SqsEndpoint:
             await _respond(send, status, JSON_CONTENT_TYPE, payload, request_id, headers)
         else:
             status, payload = xml_error(err, request_id)
-            await _respond(send, status, XML_CONTENT_TYPE, payload, request_id)
+            await _respond(send, status, XML_CONTENT_TYPE, payload, request_id,
+                           error_headers(err))
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -23,7 +23,7 @@ from xml.sax.saxutils import escape
 
 from tidings.errors import BatchError, NotFoundError, TidingsError, ValidationError
 from tidings.model.digests import MessageAttributeValue, decode_binary
-from tidings.server.errors import error_info
+from tidings.server.errors import error_info, retry_after
 
 NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
 JSON_CONTENT_TYPE = b"application/x-amz-json-1.0"
@@ -52,6 +52,9 @@ AWS_ERRORS: dict[str, tuple[str, int]] = {
     "InvalidAction": ("InvalidAction", 400),
     "ResourceNotFoundException": ("ResourceNotFoundException", 404),
     "OverLimit": ("OverLimit", 403),
+    # Query-era SQS answered it with 403 (botocore's legacy SQS rule retries exactly that);
+    # tidings answers 429, which every retry strategy takes for throttling whatever the code.
+    "RequestThrottled": ("RequestThrottled", 429),
     "ServiceUnavailable": ("ServiceUnavailable", 503),
     "InternalFailure": ("InternalFailure", 500),
 }
@@ -61,12 +64,13 @@ class SqsError(Exception):
     """An error answered in SQS's shape. `shape` names it as the SDK models do."""
 
     def __init__(self, shape: str, message: str, *, query_code: str | None = None,
-                 status: int | None = None) -> None:
+                 status: int | None = None, retry_after_s: int | None = None) -> None:
         known = AWS_ERRORS.get(shape, (shape, 400))
         self.shape = shape
         self.message = message
         self.query_code = query_code or known[0]
         self.status = status or known[1]
+        self.retry_after_s = retry_after_s
         super().__init__(message)
 
     @property
@@ -116,7 +120,7 @@ def from_tidings(exc: TidingsError, action: str) -> SqsError:
     if isinstance(exc, NotFoundError) and action in _MOVE_TASK_ACTIONS:
         return SqsError("ResourceNotFoundException", exc.message)
     _status, code, message = error_info(exc)
-    return SqsError(code, message)
+    return SqsError(code, message, retry_after_s=retry_after(exc))
 
 
 # --- JSON protocol -----------------------------------------------------------------------
@@ -130,9 +134,18 @@ def json_body(doc: dict[str, Any] | None) -> bytes:
     return _encode(doc or {}).encode()
 
 
+def error_headers(err: SqsError) -> list[tuple[bytes, bytes]]:
+    """What both protocols add to an error: a throttled caller is told when to retry (the
+    JavaScript SDK waits for `Retry-After`; botocore backs off by its own rule)."""
+    if err.retry_after_s is None:
+        return []
+    return [(b"retry-after", str(err.retry_after_s).encode())]
+
+
 def json_error(err: SqsError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     body = json.dumps({"__type": f"com.amazonaws.sqs#{err.shape}", "message": err.message})
-    headers = [(b"x-amzn-query-error", f"{err.query_code};{err.fault}".encode())]
+    headers = [(b"x-amzn-query-error", f"{err.query_code};{err.fault}".encode()),
+               *error_headers(err)]
     return err.status, headers, body.encode()
 
 
