@@ -9,7 +9,10 @@ Errors: the JSON protocol answers `{"__type": "com.amazonaws.sqs#<Shape>", "mess
 2023 and kept its query-era codes in that header: botocore raises the exception named by
 the shape (`client.exceptions.QueueDoesNotExist`) and reports the legacy code
 (`AWS.SimpleQueueService.NonExistentQueue`) as `Error.Code`, which is what old code checks.
-The query protocol answers an XML `ErrorResponse` carrying the legacy code.
+The query protocol answers an XML `ErrorResponse` carrying the legacy code. An action that
+is no SQS operation is the service framework's `UnknownOperationException` in the JSON
+protocol (it has no query-era code: `x-amzn-ErrorType` carries it) and `InvalidAction` in
+the query protocol.
 """
 
 from __future__ import annotations
@@ -78,6 +81,16 @@ class SqsError(Exception):
         return "Receiver" if self.status >= 500 else "Sender"
 
 
+class UnknownOperation(SqsError):
+    """An action that is no SQS operation: `InvalidAction` in the query protocol, the
+    framework's `UnknownOperationException` (HTTP 400) in the JSON protocol, as AWS's JSON
+    services answer a target they do not know."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("UnknownOperationException", message, query_code="InvalidAction",
+                         status=400)
+
+
 _QUEUE_ATTRIBUTES = frozenset({
     "VisibilityTimeout", "DelaySeconds", "MessageRetentionPeriod", "MaximumMessageSize",
     "ReceiveMessageWaitTimeSeconds", "FifoQueue", "ContentBasedDeduplication", "RedrivePolicy",
@@ -143,6 +156,10 @@ def error_headers(err: SqsError) -> list[tuple[bytes, bytes]]:
 
 
 def json_error(err: SqsError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    if isinstance(err, UnknownOperation):
+        body = json.dumps({"__type": f"com.amazon.coral.service#{err.shape}",
+                           "message": err.message})
+        return err.status, [(b"x-amzn-errortype", err.shape.encode())], body.encode()
     body = json.dumps({"__type": f"com.amazonaws.sqs#{err.shape}", "message": err.message})
     headers = [(b"x-amzn-query-error", f"{err.query_code};{err.fault}".encode()),
                *error_headers(err)]
