@@ -263,6 +263,57 @@ def test_send_template_by_name_and_arn(served: Served, ses: Any) -> None:
         assert fails(ses.send_email, **kwargs)[:2] == (400, "BadRequestException"), bad
 
 
+def now_expression() -> str:
+    return time.strftime("at(%Y-%m-%dT%H:%M:%S)", time.gmtime())
+
+
+def scheduler_client(served: Served) -> Any:
+    return boto3.client("scheduler", endpoint_url=served.url, region_name="us-east-1",
+                        aws_access_key_id="AKIDTEST", aws_secret_access_key="secret",
+                        config=Config(retries={"total_max_attempts": 1}))
+
+
+UNIVERSAL_SEND_EMAIL = "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
+ROLE = "arn:aws:iam::000000000000:role/scheduler-invoke"
+
+
+def test_only_a_send_naming_a_contact_list_carries_list_unsubscribe(served: Served,
+                                                                    ses: Any) -> None:
+    """SES adds List-Unsubscribe only when SendEmail names a contact list: an invoice or
+    a password reset must not offer a one-click unsubscribe from all later mail. The same
+    holds for a schedule's sesv2:sendEmail target, whose Input is the SendEmail request."""
+    simple = {"Simple": {"Subject": {"Data": "Your invoice"},
+                         "Body": {"Text": {"Data": "Due today"}}}}
+    ses.send_email(FromEmailAddress=SENDER, Destination={"ToAddresses": ["invoice@example.org"]},
+                   Content=simple)
+    ses.send_email(FromEmailAddress=SENDER, Destination={"ToAddresses": ["news@example.org"]},
+                   Content=simple, ListManagementOptions={"ContactListName": "news"})
+    scheduler = scheduler_client(served)
+    for name, to, extra in (
+            ("reset-mail", "reset@example.org", {}),
+            ("digest-mail", "digest@example.org",
+             {"ListManagementOptions": {"ContactListName": "news", "TopicName": "digest"}})):
+        scheduler.create_schedule(
+            Name=name, ScheduleExpression=now_expression(), FlexibleTimeWindow={"Mode": "OFF"},
+            Target={"Arn": UNIVERSAL_SEND_EMAIL, "RoleArn": ROLE, "Input": json.dumps({
+                "FromEmailAddress": SENDER, "Destination": {"ToAddresses": [to]},
+                "Content": simple, **extra})})
+    headers = {}
+    for address in ("invoice@example.org", "news@example.org", "reset@example.org",
+                    "digest@example.org"):
+        [got] = served.mail_to(address)
+        headers[address] = (got.message["List-Unsubscribe"],
+                            got.message["List-Unsubscribe-Post"])
+    assert headers["invoice@example.org"] == (None, None)
+    assert headers["reset@example.org"] == (None, None)
+    for address in ("news@example.org", "digest@example.org"):
+        unsub, post = headers[address]
+        assert unsub.startswith("<https://mail.example.test/unsubscribe/"), unsub
+        assert post == "List-Unsubscribe=One-Click"
+    token = headers["digest@example.org"][0].split(">")[0].rsplit("/", 1)[1]
+    assert served.t.email.check_unsubscribe(token).list_id == "news/digest"
+
+
 def raw_message(message_id: str | None = None) -> bytes:
     msg = EmailMessage()
     msg["From"] = "Raw Sender <raw-from@example.com>"

@@ -17,6 +17,9 @@ The Message-ID derives from the delivery id, so even a duplicate is recognisable
 A Raw message (SES Content.Raw) is sent as its sender wrote it: not rendered, no
 List-Unsubscribe; only a Message-ID is added when it has none, and a DKIM signature when
 signing is configured (both prepend a header and change nothing else).
+List-Unsubscribe (one-click, RFC 8058) is added, as SES adds it, only to a message whose
+SendEmail names a contact list (ListManagementOptions), unless the target's option
+`unsubscribe` says otherwise: campaigns set it to true, transactional mail may set false.
 """
 
 from __future__ import annotations
@@ -94,8 +97,9 @@ class EmailDelivery:
             msg = parse_send_email(body)
         except TidingsError as exc:
             raise DeliveryError("InvalidInput", exc.message, retryable=False) from None
-        if target.options.get("unsubscribe") is False:
-            msg = replace(msg, unsubscribe=False)
+        choice = target.options.get("unsubscribe")
+        if isinstance(choice, bool) and not isinstance(msg, RawEmailMessage):
+            msg = replace(msg, unsubscribe=choice)  # the target overrides the document's rule
         try:
             prep = await self._prepare.submit(None, (msg, ctx.execution_id))
         except (TemplateNotFound, ValidationError) as exc:
