@@ -6,6 +6,11 @@ target's retry policy. Outcomes, as SES reports them:
   are otherwise dropped from the envelope and the others still get the message);
 - template data missing → RENDERING_FAILURE, nothing sent, no retry (the same data would
   fail again);
+- the template does not exist (a schedule of the Scheduler API may name one not created
+  yet: targets are checked at invocation) → RENDERING_FAILURE, nothing sent, no retry:
+  SES answers SendEmail with NotFoundException, a client error EventBridge Scheduler does
+  not retry, so the delivery goes to the target's dead-letter queue at once with
+  ERROR_CODE=NotFoundException;
 - the relay answers 4xx, or cannot be reached → stays QUEUED with the reply, retried;
   FAILED once the retry policy is exhausted;
 - the relay answers 5xx → BOUNCED with the reply, the refused addresses suppressed
@@ -103,8 +108,9 @@ class EmailDelivery:
         try:
             prep = await self._prepare.submit(None, (msg, ctx.execution_id))
         except (TemplateNotFound, ValidationError) as exc:
-            # the template was deleted since, or is no longer valid: permanent. A store
-            # outage is not caught here: the consumer retries the job as for any failure.
+            # the template is missing (never made, or deleted since) or no longer valid:
+            # permanent. A store outage is not caught here: the consumer retries the job
+            # as for any failure.
             prep = Prepared(None, {}, None)
             failure: TidingsError | None = exc
         else:
@@ -122,6 +128,10 @@ class EmailDelivery:
             log.info("delivery %s is already %s; not sent again", record.id,
                      prep.existing.state)
             return "delivered" if prep.existing.state is DeliveryState.SENT else "suppressed"
+        if isinstance(failure, TemplateNotFound):
+            # What SES's SendEmail answers, and its code, which the DLQ event carries
+            await self._final(record, DeliveryState.RENDERING_FAILURE, failure.message)
+            raise DeliveryError("NotFoundException", failure.message, retryable=False)
         if failure is not None:
             await self._final(record, DeliveryState.FAILED, failure.message)
             raise DeliveryError(type(failure).__name__, failure.message, retryable=False)

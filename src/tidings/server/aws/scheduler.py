@@ -150,8 +150,9 @@ class SchedulerApi:
                     body: Doc) -> Doc:
         spec = self.shapes.spec(request.path_params["Name"], body)
         try:
-            # Scheduler does not check that a target queue exists: invocations do.
-            schedule = await self.bridge.run(functools.partial(save, queue_must_exist=False),
+            # Scheduler does not check what a target names (a queue, an email's template):
+            # invocations do, and a missing one fails that invocation (retry policy, DLQ).
+            schedule = await self.bridge.run(functools.partial(save, target_must_exist=False),
                                              spec)
         except ValidationError as exc:
             if spec.target.kind is not TargetKind.EMAIL or exc.field.startswith("Target."):
