@@ -25,7 +25,9 @@ from serving import running_server
 
 from conftest import BACKENDS, module_backend
 from tidings.client import Tidings
+from tidings.errors import ValidationError
 from tidings.model.email import DeliveryState
+from tidings.model.schedules import ScheduleSpec, Target
 from tidings.node import Node
 from tidings.settings import Settings
 
@@ -261,6 +263,132 @@ def test_send_template_by_name_and_arn(served: Served, ses: Any) -> None:
             "FromEmailAddress": SENDER, "Destination": {"ToAddresses": ["x@example.org"]},
             "Content": {"Template": {"TemplateName": "welcome", "TemplateData": "{}"}}, **bad}
         assert fails(ses.send_email, **kwargs)[:2] == (400, "BadRequestException"), bad
+
+
+def now_expression() -> str:
+    return time.strftime("at(%Y-%m-%dT%H:%M:%S)", time.gmtime())
+
+
+def scheduler_client(served: Served) -> Any:
+    return boto3.client("scheduler", endpoint_url=served.url, region_name="us-east-1",
+                        aws_access_key_id="AKIDTEST", aws_secret_access_key="secret",
+                        config=Config(retries={"total_max_attempts": 1}))
+
+
+UNIVERSAL_SEND_EMAIL = "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
+ROLE = "arn:aws:iam::000000000000:role/scheduler-invoke"
+
+
+def test_only_a_send_naming_a_contact_list_carries_list_unsubscribe(served: Served,
+                                                                    ses: Any) -> None:
+    """SES adds List-Unsubscribe only when SendEmail names a contact list: an invoice or
+    a password reset must not offer a one-click unsubscribe from all later mail. The same
+    holds for a schedule's sesv2:sendEmail target, whose Input is the SendEmail request."""
+    simple = {"Simple": {"Subject": {"Data": "Your invoice"},
+                         "Body": {"Text": {"Data": "Due today"}}}}
+    ses.send_email(FromEmailAddress=SENDER, Destination={"ToAddresses": ["invoice@example.org"]},
+                   Content=simple)
+    ses.send_email(FromEmailAddress=SENDER, Destination={"ToAddresses": ["news@example.org"]},
+                   Content=simple, ListManagementOptions={"ContactListName": "news"})
+    scheduler = scheduler_client(served)
+    for name, to, extra in (
+            ("reset-mail", "reset@example.org", {}),
+            ("digest-mail", "digest@example.org",
+             {"ListManagementOptions": {"ContactListName": "news", "TopicName": "digest"}})):
+        scheduler.create_schedule(
+            Name=name, ScheduleExpression=now_expression(), FlexibleTimeWindow={"Mode": "OFF"},
+            Target={"Arn": UNIVERSAL_SEND_EMAIL, "RoleArn": ROLE, "Input": json.dumps({
+                "FromEmailAddress": SENDER, "Destination": {"ToAddresses": [to]},
+                "Content": simple, **extra})})
+    headers = {}
+    for address in ("invoice@example.org", "news@example.org", "reset@example.org",
+                    "digest@example.org"):
+        [got] = served.mail_to(address)
+        headers[address] = (got.message["List-Unsubscribe"],
+                            got.message["List-Unsubscribe-Post"])
+    assert headers["invoice@example.org"] == (None, None)
+    assert headers["reset@example.org"] == (None, None)
+    for address in ("news@example.org", "digest@example.org"):
+        unsub, post = headers[address]
+        assert unsub.startswith("<https://mail.example.test/unsubscribe/"), unsub
+        assert post == "List-Unsubscribe=One-Click"
+    token = headers["digest@example.org"][0].split(">")[0].rsplit("/", 1)[1]
+    assert served.t.email.check_unsubscribe(token).list_id == "news/digest"
+
+
+def schedule_email(scheduler: Any, name: str, expression: str, doc: dict[str, Any],
+                   update: bool = False, **target: Any) -> None:
+    call = scheduler.update_schedule if update else scheduler.create_schedule
+    call(Name=name, ScheduleExpression=expression, FlexibleTimeWindow={"Mode": "OFF"},
+         Target={"Arn": UNIVERSAL_SEND_EMAIL, "RoleArn": ROLE, "Input": json.dumps(doc),
+                 **target})
+
+
+def template_doc(to: str, template: str) -> dict[str, Any]:
+    return {"FromEmailAddress": SENDER, "Destination": {"ToAddresses": [to]},
+            "Content": {"Template": {"TemplateName": template,
+                                     "TemplateData": '{"name": "Ana"}'}}}
+
+
+def test_a_schedule_may_name_a_template_created_after_it(served: Served, ses: Any) -> None:
+    """As EventBridge Scheduler, CreateSchedule and UpdateSchedule do not look the template
+    up: the invocation does. The template only has to exist when the schedule fires."""
+    scheduler = scheduler_client(served)
+    doc = template_doc("late@example.org", "made-later")
+    later = time.strftime("at(%Y-%m-%dT%H:%M:%S)", time.gmtime(time.time() + 3600))
+    schedule_email(scheduler, "late-template", later, doc)  # no such template yet
+    with pytest.raises(ClientError) as exc:  # the input's shape is still checked now
+        schedule_email(scheduler, "bad-shape", later, {**doc, "Content": {}})
+    assert error_of(exc)[:2] == (400, "ValidationException")
+    ses.create_email_template(TemplateName="made-later",
+                              TemplateContent=content("Hello {{name}}", text="Hi {{name}}"))
+    schedule_email(scheduler, "late-template", now_expression(), doc, update=True)
+    [got] = served.mail_to("late@example.org")
+    assert got.message["Subject"] == "Hello Ana"
+    [delivery] = served.t.email.log(recipient="late@example.org")[0]
+    assert served.delivery_state(delivery.id, DeliveryState.SENT) is DeliveryState.SENT
+    # The native and Python faces still refuse a template that does not exist.
+    with pytest.raises(ValidationError, match="does not exist"):
+        served.t.schedules.create(ScheduleSpec("native-late", later, Target.email(
+            template_doc("late@example.org", "never-made"))))
+
+
+def test_a_template_missing_at_firing_goes_to_the_dead_letter_queue(served: Served) -> None:
+    """SES answers SendEmail naming a missing template with NotFoundException, a client
+    error EventBridge Scheduler does not retry: the firing goes to the target's DLQ at once,
+    and the delivery log says RENDERING_FAILURE."""
+    sqs = boto3.client("sqs", endpoint_url=served.url, region_name="us-east-1",
+                       aws_access_key_id="AKIDTEST", aws_secret_access_key="secret")
+    dlq_url = sqs.create_queue(QueueName="email-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
+        "Attributes"]["QueueArn"]
+    doc = template_doc("never@example.org", "never-made")
+    schedule_email(scheduler_client(served), "never-template", now_expression(), doc,
+                   DeadLetterConfig={"Arn": dlq_arn},
+                   RetryPolicy={"MaximumRetryAttempts": 3, "MaximumEventAgeInSeconds": 600})
+    dead: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 30
+    while not dead and time.monotonic() < deadline:
+        dead = sqs.receive_message(QueueUrl=dlq_url, MessageAttributeNames=["All"],
+                                   WaitTimeSeconds=2).get("Messages", [])
+    [message] = dead
+    attrs = {k: v["StringValue"] for k, v in message["MessageAttributes"].items()}
+    assert attrs["ERROR_CODE"] == "NotFoundException"
+    assert attrs["ERROR_MESSAGE"] == "Template never-made does not exist."
+    assert attrs["EXHAUSTED_RETRY_CONDITION"] == "NonRetryableError"
+    assert attrs["RETRY_ATTEMPTS"] == "0"
+    assert attrs["TARGET_ARN"] == UNIVERSAL_SEND_EMAIL
+    assert json.loads(message["Body"]) == doc
+    [delivery] = served.t.email.log(recipient="never@example.org")[0]
+    assert delivery.state is DeliveryState.RENDERING_FAILURE and delivery.attempts == 1
+    assert delivery.detail == "Template never-made does not exist."
+    assert served.mail_to("never@example.org", timeout=0) == []
+    # Once the template exists, an operator's resend sends what failed.
+    served.t.email.create_template("never-made", "Hello {{name}}", text="Hi {{name}}")
+    assert served.t.email.resend(recipient="never@example.org",
+                                 state="RENDERING_FAILURE").resent == 1
+    [got] = served.mail_to("never@example.org")
+    assert got.message["Subject"] == "Hello Ana"
 
 
 def raw_message(message_id: str | None = None) -> bytes:

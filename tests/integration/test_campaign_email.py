@@ -89,6 +89,11 @@ def test_campaign_of_1000_recipients_and_2_steps_is_delivered(tmp_path: Path) ->
         sample = next(r for r in relay.received if r.rcpt_tos == ["person7@example.org"]
                       and r.message["Subject"] == "Hello Person 7")
         assert "Hi Person 7, plan pro" in sample.message.get_body(("plain",)).get_content()
+        # Bulk mail: every message carries the one-click unsubscribe (its target says so;
+        # a SendEmail without ListManagementOptions alone would not).
+        assert {r.message["List-Unsubscribe-Post"] for r in relay.received} == {
+            "List-Unsubscribe=One-Click"}
+        assert "/unsubscribe/" in sample.message["List-Unsubscribe"]
         hello_at = min(r.at for r in relay.received if r.message["Subject"].startswith("Hello"))
         later_at = min(r.at for r in relay.received if r.message["Subject"].startswith("Later"))
         assert later_at > hello_at  # the second step waited for its own time

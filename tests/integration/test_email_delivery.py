@@ -14,7 +14,7 @@ from serving import run_until
 from tidings.client import Tidings
 from tidings.engine.internal_queues import EMAIL_QUEUE
 from tidings.errors import ValidationError
-from tidings.model.email import DeliveryState, SuppressionReason
+from tidings.model.email import DeliveryState, EmailMessage, SuppressionReason
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
 from tidings.settings import Settings
@@ -69,7 +69,9 @@ def test_fired_schedule_delivers_rendered_mail(t: Tidings) -> None:
     with running_relay(relay) as url:
         doc = send_doc(["Ana <ana@example.org>"], data={"name": "Ana"},
                        ReplyToAddresses=["help@example.com"],
-                       EmailTags=[{"Name": "campaign", "Value": "spring"}])
+                       EmailTags=[{"Name": "campaign", "Value": "spring"}],
+                       ListManagementOptions={"ContactListName": "news",
+                                              "TopicName": "weekly"})
         extra = json.loads(doc)
         extra["Destination"].update(CcAddresses=["cc@example.org"],
                                     BccAddresses=["hidden@example.org"])
@@ -103,6 +105,38 @@ def test_fired_schedule_delivers_rendered_mail(t: Tidings) -> None:
     assert mail_part == f"mailto:unsubscribe@example.com?subject={token}"
     assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
     assert t.email.check_unsubscribe(token).address == "ana@example.org"
+    assert t.email.check_unsubscribe(token).list_id == "news/weekly"
+
+
+def test_only_list_mail_carries_a_one_click_unsubscribe(t: Tidings) -> None:
+    """As SES: List-Unsubscribe only when the send names a contact list, or when the
+    target asks for it (what campaigns do); an invoice or a password reset has none."""
+    t.email.create_template("welcome", "Hello {{name}}", text="Hi {{name}}")
+    relay = Relay()
+    with running_relay(relay) as url:
+        t.schedules.create(ScheduleSpec("receipt", just_now(), email_target(
+            send_doc(["receipt@example.org"], data={"name": "R"}))))
+        t.schedules.create(ScheduleSpec("listed", just_now(), email_target(
+            send_doc(["listed@example.org"], data={"name": "L"},
+                     ListManagementOptions={"ContactListName": "news"}))))
+        t.schedules.create(ScheduleSpec("bulk", just_now(), email_target(
+            send_doc(["bulk@example.org"], data={"name": "B"}),
+            options={"unsubscribe": True})))
+        t.schedules.create(ScheduleSpec("opted-out", just_now(), email_target(
+            send_doc(["out@example.org"], data={"name": "O"},
+                     ListManagementOptions={"ContactListName": "news"}),
+            options={"unsubscribe": False})))
+        t.email.send(json.loads(send_doc(["reset@example.org"], data={"name": "P"})))
+        t.email.send(EmailMessage(from_address="news@example.com", to=("py@example.org",),
+                                  subject="Hi", text="Hello", unsubscribe=True))
+        run_node(t, lambda: states(t).count(DeliveryState.SENT) == 6, smtp_url=url)
+    headers = {r.rcpt_tos[0]: (r.message["List-Unsubscribe"],
+                               r.message["List-Unsubscribe-Post"]) for r in relay.received}
+    without = {"receipt@example.org", "reset@example.org", "out@example.org"}
+    assert {a for a, (unsub, _) in headers.items() if unsub is None} == without
+    for address in headers.keys() - without:
+        unsub, post = headers[address]
+        assert "/unsubscribe/" in unsub and post == "List-Unsubscribe=One-Click", address
 
 
 def test_temporary_failures_are_retried_then_sent(t: Tidings) -> None:

@@ -132,6 +132,7 @@ def test_long_polls_are_capped_per_node(db_url: str) -> None:
             third = httpx.get(f"{url}/v1/queues/waits/messages", params={"wait": 2})
             assert third.status_code == 429
             assert third.json()["error"]["code"] == "TooManyLongPolls"
+            assert third.headers["retry-after"] == "1"
             short = httpx.get(f"{url}/v1/queues/waits/messages", params={"wait": 0})
             assert short.status_code == 200  # a short poll takes no slot
             for thread in waiting:

@@ -177,9 +177,10 @@ class EmailService:
         return f"http://{self.settings.host}:{self.settings.port}"
 
     def unsubscribe_for(self, msg: EmailMessage) -> Unsubscribe | None:
-        """The List-Unsubscribe of a message: only for exactly one To address, since a
-        one-click unsubscribe must name one person (a token per recipient)."""
-        if not msg.unsubscribe or len(msg.to) != 1:
+        """The List-Unsubscribe of a message that carries one (`carries_unsubscribe`: it
+        names a contact list, or its sender asked), and only for exactly one To address,
+        since a one-click unsubscribe must name one person (a token per recipient)."""
+        if not msg.carries_unsubscribe or len(msg.to) != 1:
             return None
         token = self.tokens().make(bare_address(msg.to[0]), msg.list_id)
         domain = bare_address(msg.from_address).rpartition("@")[2]
@@ -240,8 +241,12 @@ class EmailService:
         delivery_id = str(uuid.uuid4())
         now = self.clock.now_ms()
         ctx = FiringContext("", "", "", now, delivery_id)
-        job = json.dumps(delivery_job(ctx, Target(TargetKind.EMAIL, ""), json.dumps(
-            send_email_document(msg), ensure_ascii=False)), ensure_ascii=False)
+        # The document says whether the message names a contact list; a caller's explicit
+        # choice (EmailMessage.unsubscribe) travels as the target's option, as a schedule's.
+        options = {} if msg.unsubscribe is None else {"unsubscribe": msg.unsubscribe}
+        job = json.dumps(delivery_job(ctx, Target(TargetKind.EMAIL, "", options=options),
+                                      json.dumps(send_email_document(msg), ensure_ascii=False)),
+                         ensure_ascii=False)
         delivery = Delivery(id=delivery_id, message_id=self.message_id(delivery_id, msg),
                             sender=msg.from_address, recipients=msg.recipients,
                             state=DeliveryState.QUEUED, created_at=now, updated_at=now,
@@ -278,7 +283,7 @@ class EmailService:
                 except TidingsError as exc:
                     templates[msg.template] = exc
             keys.update(normalise_address(a) for a in msg.recipients)
-            if msg.unsubscribe:
+            if msg.carries_unsubscribe:
                 self.tokens()  # the secret is read here, on the store's thread, once
         suppressed = self.store.suppressed_among(sorted(keys))
         existing = self.store.get_deliveries([d for _, d in requests])

@@ -65,10 +65,13 @@ from tidings.store.base import Store
 
 PAST_MARGIN_MS = 2_000
 new_row = tuple.__new__
-# The stored form of an email target is '{"destination":"","input":<doc>,"kind":"email"}'
-# (`target_text`, keys sorted): each row's is written around its own document.
+# The stored form of a campaign's email target is '{"destination":"","input":<doc>,
+# "kind":"email","options":{"unsubscribe":true}}' (`target_text`, keys sorted): each row's
+# is written around its own document. A campaign is bulk mail: every message carries the
+# one-click unsubscribe, which a SendEmail without ListManagementOptions would not.
+CAMPAIGN_OPTIONS = {"unsubscribe": True}
 TARGET_HEAD = '{"destination":"","input":'
-TARGET_TAIL = ',"kind":"email"}'
+TARGET_TAIL = ',"kind":"email","options":{"unsubscribe":true}}'
 PERCENT_MIN_ROWS = 100
 ERROR_SAMPLE = 20
 
@@ -166,7 +169,8 @@ class _Run:
             ScheduleSpec(name=step.name + "-x", expression="at(2000-01-01T00:00:00)",
                          target=Target(TargetKind.EMAIL, "", input="{}"), group=opts.campaign,
                          flexible_window_minutes=opts.flexible_window_minutes).validated()
-        probe = target_text(Target(TargetKind.EMAIL, "", input="\u0000"))
+        probe = target_text(Target(TargetKind.EMAIL, "", input="\u0000",
+                                   options=CAMPAIGN_OPTIONS))
         if not (probe.startswith(TARGET_HEAD) and probe.endswith(TARGET_TAIL)):
             raise AssertionError("the stored form of Target changed: update TARGET_HEAD/TAIL")
         self._prefix = [step.name + "-" for step in steps]

@@ -78,10 +78,13 @@ def flex_offset_ms(group: str, name: str, occurrence: int, window_minutes: int |
 
 def check_email_target(store: Store, target: Target,
                        known_templates: set[str] | None = None,
-                       sender_check: Callable[[EmailMessage], None] | None = None) -> None:
+                       sender_check: Callable[[EmailMessage], None] | None = None, *,
+                       template_must_exist: bool = True) -> None:
     """The input must be a SendEmail document (checked with sample context values, which
-    are only known at firing) naming a template that exists. `known_templates` remembers
-    templates already found, so a bulk creation looks each one up once."""
+    are only known at firing) naming a template that exists, unless `template_must_exist`
+    is False (the Scheduler API: a template missing at firing is that delivery's
+    failure). `known_templates` remembers templates already found, so a bulk creation
+    looks each one up once."""
     if not target.input:
         raise ValidationError("Target.Input", "an email target needs a SendEmail document")
     sample = FiringContext("arn:aws:scheduler:::schedule/default/sample", "default", "sample",
@@ -89,8 +92,8 @@ def check_email_target(store: Store, target: Target,
     msg = parse_send_email(render_input(target.input, sample, 1))
     if sender_check is not None:
         sender_check(msg)  # a verified identity (email/identities.py)
-    if msg.template is not None and (known_templates is None
-                                     or msg.template not in known_templates):
+    if msg.template is not None and template_must_exist and (
+            known_templates is None or msg.template not in known_templates):
         try:
             store.get_template(msg.template)
         except TemplateNotFound:
@@ -147,12 +150,13 @@ class ScheduleService(ScheduleGroups):
 
     def _check_target(self, spec: ScheduleSpec,
                       known_templates: set[str] | None = None, *,
-                      queue_must_exist: bool = True) -> None:
+                      target_must_exist: bool = True) -> None:
         target = spec.target
         if target.kind is TargetKind.WEBHOOK:
             self.webhook_guard.check_url(target.destination)
         if target.kind is TargetKind.EMAIL:
-            check_email_target(self.store, target, known_templates, self.sender_check)
+            check_email_target(self.store, target, known_templates, self.sender_check,
+                               template_must_exist=target_must_exist)
         if target.kind is TargetKind.QUEUE:
             if target.destination in INTERNAL_QUEUES:
                 raise ValidationError("Target.Arn", f"queue {target.destination!r} is tidings'"
@@ -160,7 +164,7 @@ class ScheduleService(ScheduleGroups):
             try:
                 queue = self.queue_lookup(target.destination)
             except QueueNotFound:
-                if not queue_must_exist:
+                if not target_must_exist:
                     return  # AWS: checked when invoked (the dispatcher retries, then DLQ)
                 raise ValidationError("Target.Arn",
                                       f"queue {target.destination!r} does not exist") from None
@@ -187,14 +191,15 @@ class ScheduleService(ScheduleGroups):
         return NewSchedule(spec, occurrence, due)
 
     def create(self, spec: ScheduleSpec, *, connection: Any = None,
-               queue_must_exist: bool = True) -> Schedule:
+               target_must_exist: bool = True) -> Schedule:
         """`connection`: the application's own PostgreSQL connection, whose transaction
-        the schedule then commits or rolls back with. `queue_must_exist=False` is
-        EventBridge Scheduler's rule (the Scheduler API): a queue target is only checked
-        when a firing delivers to it."""
+        the schedule then commits or rolls back with. `target_must_exist=False` is
+        EventBridge Scheduler's rule (the Scheduler API): what a target names (a queue
+        target's queue, an email target's template) is only looked up when a firing
+        delivers to it; the shape of the target and its input is still checked now."""
         spec = spec.validated()
         now = self.clock.now_ms()
-        self._check_target(spec, queue_must_exist=queue_must_exist)
+        self._check_target(spec, target_must_exist=target_must_exist)
         row = self._row(spec, now, now)
         made = self.store.create_schedule(row, now, connection)
         if made is None:
@@ -320,11 +325,11 @@ class ScheduleService(ScheduleGroups):
         rows = rows[:limit]
         return rows, (compound_token([rows[-1].group, rows[-1].name]) if more else None)
 
-    def update(self, spec: ScheduleSpec, *, queue_must_exist: bool = True) -> Schedule:
+    def update(self, spec: ScheduleSpec, *, target_must_exist: bool = True) -> Schedule:
         """Full replace (AWS UpdateSchedule): the next occurrence is recomputed from now."""
         spec = spec.validated()
         existing = self.store.get_schedule(spec.group, spec.name)
-        self._check_target(spec, queue_must_exist=queue_must_exist)
+        self._check_target(spec, target_must_exist=target_must_exist)
         spec = replace(spec, client_token=existing.spec.client_token)
         now = self.clock.now_ms()
         row = self._row(spec, now, existing.created_at)

@@ -120,7 +120,16 @@ class EmailMessage:
     headers: tuple[tuple[str, str], ...] = ()
     tags: tuple[tuple[str, str], ...] = ()
     list_id: str | None = None  # ListManagementOptions, "ContactList/Topic"
-    unsubscribe: bool = True  # List-Unsubscribe headers (off for transactional mail)
+    #: One-click unsubscribe headers. None: as SES, only when the send names a contact
+    #: list (`list_id`); True or False: the sender's choice (a campaign's target says True).
+    unsubscribe: bool | None = None
+
+    @property
+    def carries_unsubscribe(self) -> bool:
+        """Whether the message gets List-Unsubscribe and List-Unsubscribe-Post. Mail sent
+        to one person about their own business (an invoice, a password reset) must not:
+        one click on it would stop every later message to the address."""
+        return self.list_id is not None if self.unsubscribe is None else self.unsubscribe
 
     @property
     def recipients(self) -> tuple[str, ...]:

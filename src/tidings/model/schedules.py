@@ -125,7 +125,9 @@ class Target:
               **fields: Any) -> Target:
         """Send an email: `document` is an SES v2 SendEmail request (a dict or its JSON),
         e.g. `{"FromEmailAddress": …, "Destination": {"ToAddresses": […]},
-        "Content": {"Template": {"TemplateName": …, "TemplateData": "{…}"}}}`."""
+        "Content": {"Template": {"TemplateName": …, "TemplateData": "{…}"}}}`.
+        `unsubscribe`: one-click unsubscribe headers; by default only when the document
+        names a contact list (`ListManagementOptions`), as SES; True or False decides."""
         options = {} if unsubscribe is None else {"unsubscribe": unsubscribe}
         return cls(TargetKind.EMAIL, "", input=_input(document), options=options, **fields)
 

@@ -42,6 +42,9 @@ class ErrorRow:
     status: int
     aws_code: str
     native_code: str
+    #: A throttling refusal: the answer carries `Retry-After` (seconds), and its status and
+    #: code are ones the AWS SDKs' retry strategies retry by themselves.
+    retry_after_s: int | None = None
 
 
 #: Looked up along the exception's MRO, so the most specific class wins and a new subclass
@@ -61,7 +64,11 @@ ERROR_TABLE: dict[type[object], ErrorRow] = {
     Unauthorized: ErrorRow(401, "MissingAuthenticationToken", "Unauthorized"),
     Forbidden: ErrorRow(403, "AccessDenied", "Forbidden"),
     PayloadTooLarge: ErrorRow(413, "RequestEntityTooLarge", "PayloadTooLarge"),
-    TooManyLongPolls: ErrorRow(429, "OverLimit", "TooManyLongPolls"),
+    # SQS's own throttling error (the `RequestThrottled` shape of its model). botocore's
+    # legacy and standard retry modes and the JavaScript SDK's retry strategy all take
+    # RequestThrottled, or any 429, for throttling: a consumer loop's receive is retried by
+    # its SDK rather than dying on an error it never expected from ReceiveMessage.
+    TooManyLongPolls: ErrorRow(429, "RequestThrottled", "TooManyLongPolls", retry_after_s=1),
     # the data given does not fill the template: the caller's input, so a 400
     RenderingError: ErrorRow(400, "BadRequestException", "RenderingFailure"),
     TidingsError: ErrorRow(500, "InternalFailure", "InternalFailure"),
@@ -85,6 +92,11 @@ def error_info(exc: TidingsError) -> tuple[int, str, str]:
     return row.status, row.aws_code, exc.message
 
 
+def retry_after(exc: TidingsError) -> int | None:
+    """Seconds a throttled caller should wait before retrying, or None (not throttling)."""
+    return _row(exc).retry_after_s
+
+
 def native_error_body(code: str, message: str, field: str | None = None) -> dict[str, Any]:
     error: dict[str, Any] = {"code": code, "message": message}
     if field is not None:
@@ -101,9 +113,13 @@ def native_error(exc: TidingsError) -> dict[str, Any]:
 
 async def _tidings_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TidingsError)
-    status = _row(exc).status
-    # RFC 6750: a 401 says which scheme would be accepted.
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    row = _row(exc)
+    status = row.status
+    headers: dict[str, str] | None = None
+    if status == 401:  # RFC 6750: a 401 says which scheme would be accepted
+        headers = {"WWW-Authenticate": "Bearer"}
+    elif row.retry_after_s is not None:  # RFC 9110 §10.2.3, with RFC 6585's 429
+        headers = {"Retry-After": str(row.retry_after_s)}
     return JSONResponse({"error": native_error(exc)}, status_code=status, headers=headers)
 
 

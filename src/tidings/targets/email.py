@@ -6,6 +6,11 @@ target's retry policy. Outcomes, as SES reports them:
   are otherwise dropped from the envelope and the others still get the message);
 - template data missing → RENDERING_FAILURE, nothing sent, no retry (the same data would
   fail again);
+- the template does not exist (a schedule of the Scheduler API may name one not created
+  yet: targets are checked at invocation) → RENDERING_FAILURE, nothing sent, no retry:
+  SES answers SendEmail with NotFoundException, a client error EventBridge Scheduler does
+  not retry, so the delivery goes to the target's dead-letter queue at once with
+  ERROR_CODE=NotFoundException;
 - the relay answers 4xx, or cannot be reached → stays QUEUED with the reply, retried;
   FAILED once the retry policy is exhausted;
 - the relay answers 5xx → BOUNCED with the reply, the refused addresses suppressed
@@ -17,6 +22,9 @@ The Message-ID derives from the delivery id, so even a duplicate is recognisable
 A Raw message (SES Content.Raw) is sent as its sender wrote it: not rendered, no
 List-Unsubscribe; only a Message-ID is added when it has none, and a DKIM signature when
 signing is configured (both prepend a header and change nothing else).
+List-Unsubscribe (one-click, RFC 8058) is added, as SES adds it, only to a message whose
+SendEmail names a contact list (ListManagementOptions), unless the target's option
+`unsubscribe` says otherwise: campaigns set it to true, transactional mail may set false.
 """
 
 from __future__ import annotations
@@ -94,13 +102,15 @@ class EmailDelivery:
             msg = parse_send_email(body)
         except TidingsError as exc:
             raise DeliveryError("InvalidInput", exc.message, retryable=False) from None
-        if target.options.get("unsubscribe") is False:
-            msg = replace(msg, unsubscribe=False)
+        choice = target.options.get("unsubscribe")
+        if isinstance(choice, bool) and not isinstance(msg, RawEmailMessage):
+            msg = replace(msg, unsubscribe=choice)  # the target overrides the document's rule
         try:
             prep = await self._prepare.submit(None, (msg, ctx.execution_id))
         except (TemplateNotFound, ValidationError) as exc:
-            # the template was deleted since, or is no longer valid: permanent. A store
-            # outage is not caught here: the consumer retries the job as for any failure.
+            # the template is missing (never made, or deleted since) or no longer valid:
+            # permanent. A store outage is not caught here: the consumer retries the job
+            # as for any failure.
             prep = Prepared(None, {}, None)
             failure: TidingsError | None = exc
         else:
@@ -121,6 +131,10 @@ class EmailDelivery:
                         "not sent again", record.id, record.schedule or "-",
                         prep.existing.state)
             return "duplicate"
+        if isinstance(failure, TemplateNotFound):
+            # What SES's SendEmail answers, and its code, which the DLQ event carries
+            await self._final(record, DeliveryState.RENDERING_FAILURE, failure.message)
+            raise DeliveryError("NotFoundException", failure.message, retryable=False)
         if failure is not None:
             await self._final(record, DeliveryState.FAILED, failure.message)
             raise DeliveryError(type(failure).__name__, failure.message, retryable=False)

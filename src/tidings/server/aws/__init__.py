@@ -33,6 +33,8 @@ from tidings.server.aws.sqs_protocol import (
     JSON_CONTENT_TYPE,
     XML_CONTENT_TYPE,
     SqsError,
+    UnknownOperation,
+    error_headers,
     from_tidings,
     json_body,
     json_error,
@@ -98,8 +100,7 @@ class SqsEndpoint:
                 action = str(req.pop("Action", "") or "")
             handler = ACTIONS.get(action)
             if handler is None:
-                raise SqsError("InvalidAction", f"The action {action or '(none)'} is not valid "
-                               "for this endpoint.")
+                raise UnknownOperation(_unknown_action(action, target))
             grant = self.auth.grant(akid)
             audited = action in SQS_AUDITED
             names = sqs_names(req) if grant.prefixes is not None or audited else []
@@ -153,7 +154,17 @@ class SqsEndpoint:
             await _respond(send, status, JSON_CONTENT_TYPE, payload, request_id, headers)
         else:
             status, payload = xml_error(err, request_id)
-            await _respond(send, status, XML_CONTENT_TYPE, payload, request_id)
+            await _respond(send, status, XML_CONTENT_TYPE, payload, request_id,
+                           error_headers(err))
+
+
+def _unknown_action(action: str, target: str | None) -> str:
+    if target is None:  # the query protocol: SQS's own words
+        return f"The action {action or '(none)'} is not valid for this endpoint."
+    if not target.startswith(_JSON_TARGET_PREFIX):
+        return f"tidings does not serve the operation {target!r} (X-Amz-Target)."
+    # tidings serves every operation of the SQS API version it knows (2012-11-05)
+    return f"{action or '(none)'} is not an operation of Amazon SQS (X-Amz-Target: {target})."
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -1,17 +1,27 @@
 """What the REST-JSON AWS APIs (EventBridge Scheduler, SES v2) share: reading a bounded
 body, checking the signature, and answering errors the way their SDKs read them
-(`x-amzn-ErrorType` header, a JSON body with the message)."""
+(`x-amzn-ErrorType` header, a JSON body with the message).
+
+A request no route of the API answers (a path under its prefix, or a known path with
+another method) gets `UnknownOperationException`, as AWS answers an operation it does not
+route: HTTP 404, the code in `x-amzn-ErrorType`, the service's message member. When the
+method and path are those of an operation the real service has (`OperationIndex`), the
+message names it and says tidings does not implement it.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from tidings.errors import TidingsError
 from tidings.server.aws.auth import Authenticator
@@ -84,3 +94,77 @@ def endpoint(op: Callable[[Request, bytes], Awaitable[Doc]], auth: Authenticator
         return json_response(200, result, request_id)
 
     return handle
+
+
+UNKNOWN_OPERATION = "UnknownOperationException"
+#: Every method a catch-all route takes: a known path asked with another method is an
+#: unknown operation too (REST APIs route on method and path together).
+ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+_LABEL = re.compile(r"\{[A-Za-z0-9_]+(\+?)\}")
+
+
+@dataclass(frozen=True)
+class OperationIndex:
+    """A REST API's operations by method and path template, as the service model routes
+    them (`GET /v2/email/templates/{TemplateName}`), to name the operation of a request."""
+
+    routes: tuple[tuple[str, re.Pattern[str], str], ...]
+
+    @classmethod
+    def of(cls, rows: Iterable[tuple[str, str, str]]) -> OperationIndex:
+        """From (method, path template, operation name) rows. A template with fewer labels
+        is tried first, so `/identities/list` wins over `/identities/{Name}`."""
+        compiled = []
+        for method, template, name in rows:
+            parts = []
+            for part in re.split(r"(\{[^}]+\})", template):
+                label = _LABEL.fullmatch(part)
+                if label is None:
+                    parts.append(re.escape(part))
+                else:  # {Key+} is greedy: it may span segments
+                    parts.append(".+" if label.group(1) else "[^/]+")
+            compiled.append((template.count("{"), method, re.compile("".join(parts)), name))
+        compiled.sort(key=lambda row: row[0])
+        return cls(tuple((method, pattern, name) for _, method, pattern, name in compiled))
+
+    @classmethod
+    def parse(cls, text: str) -> OperationIndex:
+        """From `METHOD PATH OPERATION` lines; `#` starts a comment line."""
+        rows = [line.split() for line in text.splitlines()
+                if line.strip() and not line.startswith("#")]
+        return cls.of((method, path, name) for method, path, name in rows)
+
+    def name_of(self, method: str, path: str) -> str | None:
+        for wanted, pattern, name in self.routes:
+            if wanted == method and pattern.fullmatch(path):
+                return name
+        return None
+
+
+def unknown_operation(service: str, known: OperationIndex | None = None,
+                      ) -> Callable[[Request, bytes], Awaitable[Doc]]:
+    """An `endpoint` operation answering `UnknownOperationException` for whatever reached
+    it. `service` names the API in the message ("Amazon SES v2")."""
+
+    async def refuse(request: Request, _body: bytes) -> Doc:
+        method, path = request.method, request.url.path
+        name = known.name_of(method, path) if known is not None else None
+        if name is not None:
+            message = (f"{name} is an {service} operation that tidings does not implement "
+                       f"({method} {path}).")
+        else:
+            message = f"No {service} operation answers {method} {path}."
+        raise RestJsonError(404, UNKNOWN_OPERATION, message)
+
+    return refuse
+
+
+def catch_all_routes(prefixes: Iterable[str],
+                     handler: Callable[[Request], Awaitable[Response]]) -> list[Route]:
+    """Routes taking every method on each prefix and every path below it; mounted after
+    the API's own routes, which therefore win whenever they match."""
+    routes = []
+    for prefix in prefixes:
+        routes.append(Route(prefix, handler, methods=ALL_METHODS))
+        routes.append(Route(prefix + "/{rest:path}", handler, methods=ALL_METHODS))
+    return routes

@@ -8,7 +8,9 @@ Plain Starlette routes, not FastAPI models: the bodies are AWS's exact shapes, t
 in `scheduler_shapes.py`, and every store call goes through the bridge.
 
 Errors are REST-JSON's: the HTTP status, an `x-amzn-ErrorType` header (what botocore and
-the JavaScript SDK read the code from) and a `{"Message": ...}` body. The status comes
+the JavaScript SDK read the code from) and a `{"Message": ...}` body. Every operation of
+the API is served; another method or path under its prefixes is
+`UnknownOperationException` (404). The status comes
 from the one error table (`server/errors.py`); the code is Scheduler's name for it.
 Requests are checked with SigV4 (service `scheduler`) whenever access keys are configured.
 """
@@ -32,7 +34,13 @@ from tidings.model.schedules import DEFAULT_GROUP, Schedule, TargetKind
 from tidings.server.aws.arns import Naming
 from tidings.server.aws.auth import Authenticator
 from tidings.server.aws.grants import action_name, scheduler_names
-from tidings.server.aws.restjson import AWS_KEY, RestJsonError, endpoint
+from tidings.server.aws.restjson import (
+    AWS_KEY,
+    RestJsonError,
+    catch_all_routes,
+    endpoint,
+    unknown_operation,
+)
 from tidings.server.aws.scheduler_shapes import (
     Shapes,
     group_from_arn,
@@ -95,8 +103,14 @@ class SchedulerApi:
             "/tags/{ResourceArn:path}": {
                 "POST": self.tag_resource, "GET": self.list_tags, "DELETE": self.untag_resource},
         }
-        return [Route(path, self._endpoint(op), methods=[method])
-                for path, ops in table.items() for method, op in ops.items()]
+        routes = [Route(path, self._endpoint(op), methods=[method])
+                  for path, ops in table.items() for method, op in ops.items()]
+        # Last, so every route above wins where it matches.
+        refuse = endpoint(unknown_operation("EventBridge Scheduler"), self.auth,
+                          service="Scheduler", message_key="Message",
+                          limit=MAX_REQUEST_BYTES, too_long_code="ValidationException",
+                          to_aws=_aws_error, internal_code="InternalServerException")
+        return routes + catch_all_routes(["/schedules", "/schedule-groups", "/tags"], refuse)
 
     def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
         op_name = op.__name__
@@ -136,8 +150,9 @@ class SchedulerApi:
                     body: Doc) -> Doc:
         spec = self.shapes.spec(request.path_params["Name"], body)
         try:
-            # Scheduler does not check that a target queue exists: invocations do.
-            schedule = await self.bridge.run(functools.partial(save, queue_must_exist=False),
+            # Scheduler does not check what a target names (a queue, an email's template):
+            # invocations do, and a missing one fails that invocation (retry policy, DLQ).
+            schedule = await self.bridge.run(functools.partial(save, target_must_exist=False),
                                              spec)
         except ValidationError as exc:
             if spec.target.kind is not TargetKind.EMAIL or exc.field.startswith("Target."):

@@ -15,7 +15,9 @@ suppressed recipients goes to the others. A template rendering failure found at 
 is logged RENDERING_FAILURE, as SES reports it as an event rather than an error.
 
 Errors are REST-JSON's: the status, `x-amzn-ErrorType` (what the SDKs read the code from)
-and `{"message": ...}`. NotFoundException (404), AlreadyExistsException (400),
+and `{"message": ...}`. UnknownOperationException (404) for every other method and path
+under `/v2/email`, naming the SES v2 operation tidings does not implement when there is
+one (`sesv2_operations.txt`), NotFoundException (404), AlreadyExistsException (400),
 BadRequestException (400: validation and rendering failures), MessageRejected (400: a
 Content.Raw message tidings cannot send, e.g. too large or without recipients),
 InvalidNextTokenException (400, ListSuppressedDestinations). Requests are checked with
@@ -24,6 +26,8 @@ SigV4 (service `ses`, what the SDKs sign sesv2 calls with) whenever access keys 
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -43,7 +47,14 @@ from tidings.model.email import SuppressionReason
 from tidings.model.queues import check_range
 from tidings.server.aws.auth import Authenticator
 from tidings.server.aws.grants import SES_NOT_AUDITED, action_name
-from tidings.server.aws.restjson import AWS_KEY, RestJsonError, endpoint
+from tidings.server.aws.restjson import (
+    AWS_KEY,
+    OperationIndex,
+    RestJsonError,
+    catch_all_routes,
+    endpoint,
+    unknown_operation,
+)
 from tidings.server.aws.scheduler_shapes import parse_body
 from tidings.server.aws.ses_identities import IdentityApi
 from tidings.server.aws.ses_shapes import (
@@ -76,6 +87,13 @@ _CODES = {400: (400, "BadRequestException"), 403: (400, "BadRequestException"),
 
 class SesError(RestJsonError):
     """An error of this API, answered as is."""
+
+
+@functools.cache
+def ses_operations() -> OperationIndex:
+    """Every SES v2 operation by method and path (read once, when first needed)."""
+    text = importlib.resources.files(__package__).joinpath("sesv2_operations.txt")
+    return OperationIndex.parse(text.read_text(encoding="utf-8"))
 
 
 def _aws_error(exc: TidingsError) -> SesError:
@@ -121,7 +139,14 @@ class SesApi:
             ("/v2/email/identities/{EmailIdentity}", "DELETE",
              self.identity_api.delete_email_identity),
         ]
-        return [Route(path, self._endpoint(op), methods=[method]) for path, method, op in table]
+        routes = [Route(path, self._endpoint(op), methods=[method])
+                  for path, method, op in table]
+        # Last, so every route above wins where it matches.
+        refuse = endpoint(unknown_operation("Amazon SES v2", ses_operations()), self.auth,
+                          service="SES", message_key="message", limit=MAX_REQUEST_BYTES,
+                          too_long_code="MessageRejected", to_aws=_aws_error,
+                          internal_code="InternalFailure")
+        return routes + catch_all_routes(["/v2/email"], refuse)
 
     def _endpoint(self, op: Operation) -> Callable[[Request], Awaitable[Response]]:
         audited = op.__name__ not in SES_NOT_AUDITED

@@ -9,7 +9,10 @@ Errors: the JSON protocol answers `{"__type": "com.amazonaws.sqs#<Shape>", "mess
 2023 and kept its query-era codes in that header: botocore raises the exception named by
 the shape (`client.exceptions.QueueDoesNotExist`) and reports the legacy code
 (`AWS.SimpleQueueService.NonExistentQueue`) as `Error.Code`, which is what old code checks.
-The query protocol answers an XML `ErrorResponse` carrying the legacy code.
+The query protocol answers an XML `ErrorResponse` carrying the legacy code. An action that
+is no SQS operation is the service framework's `UnknownOperationException` in the JSON
+protocol (it has no query-era code: `x-amzn-ErrorType` carries it) and `InvalidAction` in
+the query protocol.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from xml.sax.saxutils import escape
 
 from tidings.errors import BatchError, NotFoundError, TidingsError, ValidationError
 from tidings.model.digests import MessageAttributeValue, decode_binary
-from tidings.server.errors import error_info
+from tidings.server.errors import error_info, retry_after
 
 NAMESPACE = "http://queue.amazonaws.com/doc/2012-11-05/"
 JSON_CONTENT_TYPE = b"application/x-amz-json-1.0"
@@ -53,6 +56,9 @@ AWS_ERRORS: dict[str, tuple[str, int]] = {
     "ResourceNotFoundException": ("ResourceNotFoundException", 404),
     "AccessDenied": ("AccessDenied", 403),  # a queue the caller may not touch
     "OverLimit": ("OverLimit", 403),
+    # Query-era SQS answered it with 403 (botocore's legacy SQS rule retries exactly that);
+    # tidings answers 429, which every retry strategy takes for throttling whatever the code.
+    "RequestThrottled": ("RequestThrottled", 429),
     "ServiceUnavailable": ("ServiceUnavailable", 503),
     "InternalFailure": ("InternalFailure", 500),
 }
@@ -62,17 +68,28 @@ class SqsError(Exception):
     """An error answered in SQS's shape. `shape` names it as the SDK models do."""
 
     def __init__(self, shape: str, message: str, *, query_code: str | None = None,
-                 status: int | None = None) -> None:
+                 status: int | None = None, retry_after_s: int | None = None) -> None:
         known = AWS_ERRORS.get(shape, (shape, 400))
         self.shape = shape
         self.message = message
         self.query_code = query_code or known[0]
         self.status = status or known[1]
+        self.retry_after_s = retry_after_s
         super().__init__(message)
 
     @property
     def fault(self) -> str:
         return "Receiver" if self.status >= 500 else "Sender"
+
+
+class UnknownOperation(SqsError):
+    """An action that is no SQS operation: `InvalidAction` in the query protocol, the
+    framework's `UnknownOperationException` (HTTP 400) in the JSON protocol, as AWS's JSON
+    services answer a target they do not know."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("UnknownOperationException", message, query_code="InvalidAction",
+                         status=400)
 
 
 _QUEUE_ATTRIBUTES = frozenset({
@@ -117,7 +134,7 @@ def from_tidings(exc: TidingsError, action: str) -> SqsError:
     if isinstance(exc, NotFoundError) and action in _MOVE_TASK_ACTIONS:
         return SqsError("ResourceNotFoundException", exc.message)
     _status, code, message = error_info(exc)
-    return SqsError(code, message)
+    return SqsError(code, message, retry_after_s=retry_after(exc))
 
 
 # --- JSON protocol -----------------------------------------------------------------------
@@ -131,9 +148,22 @@ def json_body(doc: dict[str, Any] | None) -> bytes:
     return _encode(doc or {}).encode()
 
 
+def error_headers(err: SqsError) -> list[tuple[bytes, bytes]]:
+    """What both protocols add to an error: a throttled caller is told when to retry (the
+    JavaScript SDK waits for `Retry-After`; botocore backs off by its own rule)."""
+    if err.retry_after_s is None:
+        return []
+    return [(b"retry-after", str(err.retry_after_s).encode())]
+
+
 def json_error(err: SqsError) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    if isinstance(err, UnknownOperation):
+        body = json.dumps({"__type": f"com.amazon.coral.service#{err.shape}",
+                           "message": err.message})
+        return err.status, [(b"x-amzn-errortype", err.shape.encode())], body.encode()
     body = json.dumps({"__type": f"com.amazonaws.sqs#{err.shape}", "message": err.message})
-    headers = [(b"x-amzn-query-error", f"{err.query_code};{err.fault}".encode())]
+    headers = [(b"x-amzn-query-error", f"{err.query_code};{err.fault}".encode()),
+               *error_headers(err)]
     return err.status, headers, body.encode()
 
 
