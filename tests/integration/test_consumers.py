@@ -199,7 +199,7 @@ def test_shutdown_gives_back_jobs_handed_over_but_not_begun(t: Tidings, kind: st
 
 
 def test_a_recurring_schedules_job_runs_at_every_occurrence(db_url: str) -> None:
-    """The README's nightly example: a fixed id in the input, fired again and again."""
+    """The nightly example of docs/jobs.md: a fixed id in the input, fired again and again."""
     clock = FrozenClock(1_800_000_000_000)
     with Tidings(settings=Settings(db=db_url), clock=clock) as t:
         t.queues.create_queue("jobs-dlq")

@@ -1,7 +1,7 @@
-"""Every ```python block of the task, periodic-job, transactional-enqueue, testing and
-migration pages (and the README's tasks tour) runs, in order, as one script in a real
-Python process: documentation that no longer works fails the suite. Blocks fenced with
-another info string (```python notrun, ```sh, other libraries' snippets) are prose."""
+"""Every ```python block of the task, job, queue, periodic-job, transactional-enqueue,
+testing and migration pages (and the README's tasks tour) runs, in order, as one script in
+a real Python process: documentation that no longer works fails the suite. Blocks fenced
+with another info string (```python notrun, ```sh, other libraries' snippets) are prose."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ PRINTED = {
     "docs/periodic.md": "",  # it declares its jobs: nothing runs them
     "docs/testing.md": r"welcome ada\n",
     "docs/migrating.md": "",
+    "docs/jobs.md": "",  # it declares handlers: nothing sends them a job
+    "docs/queues.md": r"QueueCounts\(visible=0, in_flight=0, delayed=0\)\n",
     "README.md": r"report\nreport\ninvoice 7\nreport\nreport\nreport\n",
 }
 
@@ -55,7 +57,7 @@ def run(script: str, cwd: Path, env: dict[str, str]) -> str:
 
 
 @pytest.mark.parametrize("page", ["docs/tasks.md", "docs/periodic.md", "docs/testing.md",
-                                  "docs/migrating.md",
+                                  "docs/migrating.md", "docs/jobs.md", "docs/queues.md",
                                   "README.md"])
 def test_page_examples_run(page: str, tmp_path: Path) -> None:
     text = (ROOT / page).read_text()

@@ -1,4 +1,4 @@
-"""The promises of the README's "Jobs" paragraph, through real `tidings` processes on both
+"""The promises of docs/jobs.md ("What holds"), through real `tidings` processes on both
 backends: a job id runs to success once however many copies arrive on however many
 nodes; a poison message lands in the DLQ at once with a reason boto3 can read; SIGTERM
 never both gives a job back and finishes it."""
