@@ -21,6 +21,7 @@ from typing import Any
 from tidings.clock import Clock
 from tidings.engine import metrics
 from tidings.engine.bridge import Bridge
+from tidings.errors import StoreUnavailable
 from tidings.model.nodes import NodeRecord
 from tidings.store.base import Store
 
@@ -163,6 +164,8 @@ class Heartbeat:
                     await self.bridge.run(self._counts)
                     took = loop.time() - started
                     next_counts = loop.time() + max(self.counts_every_s, took / COUNTS_SHARE)
+            except StoreUnavailable as exc:  # the loops that back off say why, in health
+                log.warning("heartbeat failed: %s", exc)
             except Exception:  # a heartbeat missed is shown as such; never stop the node
                 log.exception("heartbeat failed")
             try:
