@@ -102,6 +102,13 @@ def _delta(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
             "failed": now["failed"] - before["failed"], "lateness": per_bucket}
 
 
+def is_alive(node: NodeRecord, now: int) -> bool:
+    """Heart-beating (its last beat within `SILENT_AFTER_MS`) and not stopped cleanly
+    (its last beat said goodbye)."""
+    return now - node.seen_at <= SILENT_AFTER_MS and not json.loads(
+        node.activity or "{}").get("stopped", False)
+
+
 def take_counts(store: Store, now: int) -> None:
     """The console's costly counts, kept with the instant they were taken."""
     day_start = now - now % DAY_MS
