@@ -34,7 +34,7 @@ ForceOption = Annotated[bool, typer.Option("--force", help="Replace what is ther
 
 
 def backup(
-    dest: Annotated[str, typer.Argument(help="The backup file to write.",
+    dest: Annotated[str, typer.Argument(metavar="DEST", help="The backup file to write.",
                                         show_default=False)],
     db: DbOption = DEFAULT_DB,
     force: ForceOption = False,
