@@ -174,7 +174,9 @@ def test_backup_never_overwrites_and_restore_checks_what_it_is_given(tmp_path: P
     cli.ok("queue", "create", "jobs")
     cli.ok("queue", "send", "jobs", "kept")
     dest = tmp_path / "b.db"
+    (tmp_path / "t.db").chmod(0o600)  # it holds the signing keys: so does its backup
     cli.json("backup", str(dest))
+    assert dest.stat().st_mode & 0o777 == 0o600
     first = dest.read_bytes()
     again = cli.run("backup", str(dest))
     assert again.returncode == 1 and "already exists; --force" in again.stderr, again.stderr
@@ -203,7 +205,7 @@ def test_backup_never_overwrites_and_restore_checks_what_it_is_given(tmp_path: P
         refused = fresh.run("restore", str(other))
         assert refused.returncode == 2, refused.stderr
         assert ("not a SQLite database" if name == "not-sqlite" else
-                "not a tidings database") in refused.stderr
+                "holds no tidings database") in refused.stderr
     assert not (tmp_path / "fresh.db").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     gone = fresh.run("restore", str(tmp_path / "nope.db"))
@@ -214,8 +216,10 @@ def test_backup_never_overwrites_and_restore_checks_what_it_is_given(tmp_path: P
     existing = cli.run("restore", str(dest))
     assert existing.returncode == 1 and "--force" in existing.stderr
     wal = stale_wal(tmp_path / "t.db")
+    (tmp_path / "t.db").chmod(0o640)
     cli.json("restore", str(dest), "--force")
     assert not wal.exists()
+    assert (tmp_path / "t.db").stat().st_mode & 0o777 == 0o640  # the replaced file's
     assert integrity(tmp_path / "t.db") == ["ok"]
     assert bodies(db) == {"kept", "newer"}
 

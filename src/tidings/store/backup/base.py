@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from tidings.errors import ConflictError, NotFoundError, ValidationError
+from tidings.errors import ConflictError, NotFoundError, TidingsError, ValidationError
 from tidings.model.nodes import NodeRecord
 
 #: (bytes done, bytes in all): called as a long copy goes on.
@@ -101,6 +101,26 @@ def checked_destination(dest: str, replace: bool) -> str:
 
 def exists(path: str) -> ConflictError:
     return ConflictError(f"{path!r} already exists; --force replaces it")
+
+
+def not_tidings(field: str, what: str) -> TidingsError:
+    """No migrations recorded: the database to back up is not there (1), a backup given
+    to restore is not one (2, invalid input)."""
+    message = f"{what} holds no tidings database (no migrations)"
+    return NotFoundError(what, message) if field == "db" else ValidationError(field, message)
+
+
+def copy_owner(source: str, path: str) -> None:
+    """Give `path` the mode, and where allowed the owner, of `source`: a backup is no
+    more readable than its database (it holds the signing keys), and a database that root
+    restores stays writable by the user the nodes run as."""
+    st = os.stat(source)
+    os.chmod(path, st.st_mode & 0o7777)
+    if hasattr(os, "chown"):
+        try:
+            os.chown(path, st.st_uid, st.st_gid)
+        except PermissionError:  # not root: the file stays this user's
+            pass
 
 
 def existing_file(path: str, what: str) -> str:

@@ -43,6 +43,7 @@ from tidings.store.backup.base import (
     RestoreReport,
     checked_destination,
     existing_file,
+    not_tidings,
     put_in_place,
     remove,
     temp_beside,
@@ -168,7 +169,7 @@ class PostgresBackup:
         except psycopg.errors.UndefinedTable:
             versions = []
         if not versions:
-            raise ValidationError(field, f"{what} holds no tidings database (no migrations)")
+            raise not_tidings(field, what)
         return max(versions)
 
     def nodes(self, since: int) -> list[NodeRecord]:

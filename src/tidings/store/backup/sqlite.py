@@ -40,8 +40,10 @@ from tidings.store.backup.base import (
     Progress,
     RestoreReport,
     checked_destination,
+    copy_owner,
     existing_file,
     exists,
+    not_tidings,
     put_in_place,
     remove,
     temp_beside,
@@ -87,6 +89,7 @@ class SQLiteBackup:
                     f"{sqlite_file.summary(found)}): no backup was written; restore an "
                     "earlier backup (docs/operations.md)")
             size = os.path.getsize(temp)
+            copy_owner(source, temp)
             put_in_place(temp, path, replace)
         finally:
             remove(temp, f"{temp}-journal")
@@ -161,6 +164,7 @@ class SQLiteBackup:
                 with sqlite_file.unused(target):  # held until the new file is in place
                     if os.path.exists(target) and not replace:
                         raise exists(target)
+                    copy_owner(target if os.path.exists(target) else source, temp)
                     sqlite_file.remove_companions(target)
                     put_in_place(temp, target, replace=True)
             except sqlite_file.InUse:
@@ -222,7 +226,7 @@ def _schema_version(conn: sqlite3.Connection, q: dict[str, str], field: str,
     except sqlite3.OperationalError:  # no such table
         versions = []
     if not versions:
-        raise ValidationError(field, f"{path!r} is not a tidings database (no migrations)")
+        raise not_tidings(field, repr(path))
     return max(versions)
 
 
