@@ -300,3 +300,28 @@ def stale_wal(path: Path) -> Path:
     assert wal.stat().st_size > 0
     return wal
 
+
+
+def test_restore_sees_any_process_with_the_file_open_and_none_once_it_is_killed(
+        tmp_path: Path) -> None:
+    """Not a node: a plain connection in another process (an application, a CLI command)
+    is seen too, and a process killed with -9 lets go at once (no heartbeat to outlive)."""
+    db = tmp_path / "t.db"
+    cli = Cli(f"sqlite:///{db}", tmp_path)
+    cli.ok("queue", "create", "jobs")
+    dest = tmp_path / "b.db"
+    cli.json("backup", str(dest))
+    with subprocess.Popen(
+            [sys.executable, "-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+             "c.execute('SELECT count(*) FROM queues').fetchone(); print('open', flush=True)"
+             "; sys.stdin.read()", str(db)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as holder:
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "open\n"
+            refused = cli.run("restore", str(dest), "--force")
+            assert refused.returncode == 1, refused.stderr
+            assert "is open in another process" in refused.stderr
+            assert "your application" in refused.stderr  # no node heart-beats on it
+        finally:
+            holder.kill()
+    assert cli.json("restore", str(dest), "--force")["replaced"] is True
