@@ -14,9 +14,12 @@ date.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from tidings.clock import Clock
 from tidings.engine.nodes import SILENT_AFTER_MS, is_alive
-from tidings.errors import ConflictError
+from tidings.errors import ConflictError, TidingsError
 from tidings.model.nodes import NodeRecord
 from tidings.store.backup import BackupReport, Progress, RestoreReport, backup_tool
 from tidings.store.backup.base import BackupTool, InUse
@@ -26,7 +29,8 @@ def backup(url: str, dest: str, *, force: bool, clock: Clock,
            progress: Progress | None = None) -> BackupReport:
     """A consistent backup of the database at `url` into the file `dest`, while nodes
     keep using it; `force` replaces an existing `dest`."""
-    return backup_tool(url, clock).backup(dest, replace=force, progress=progress)
+    with _file_errors("no backup was written"):
+        return backup_tool(url, clock).backup(dest, replace=force, progress=progress)
 
 
 def restore(url: str, source: str, *, force: bool, clock: Clock,
@@ -40,12 +44,23 @@ def restore(url: str, source: str, *, force: bool, clock: Clock,
             raise ConflictError(f"{tool.name} is in use ({_named(alive, clock)}): stop "
                                 "every node, then restore")
     try:
-        return tool.restore(source, replace=force, progress=progress)
+        with _file_errors("nothing was restored"):
+            return tool.restore(source, replace=force, progress=progress)
     except InUse as exc:
         alive = _alive(tool, clock)
         who = _named(alive, clock) if alive else (
             "a node, a worker, a CLI command or your application")
         raise InUse(f"{exc.message} ({who}): stop it, then restore") from None
+
+
+@contextmanager
+def _file_errors(outcome: str) -> Iterator[None]:
+    """A file that cannot be read or written (no space, no permission) is the operator's
+    to fix: a message naming it, not a traceback. The tools clean up after themselves."""
+    try:
+        yield
+    except OSError as exc:
+        raise TidingsError(f"{exc.strerror or exc}: {exc.filename!r}; {outcome}") from exc
 
 
 def _alive(tool: BackupTool, clock: Clock) -> list[NodeRecord]:

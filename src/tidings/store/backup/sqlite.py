@@ -31,7 +31,7 @@ import time
 from urllib.parse import quote
 
 from tidings.clock import Clock
-from tidings.errors import ConflictError, StoreCorrupt, ValidationError
+from tidings.errors import ConflictError, StoreCorrupt, StoreUnavailable, ValidationError
 from tidings.model.nodes import NodeRecord
 from tidings.store import sqlite_path
 from tidings.store.backup.base import (
@@ -81,6 +81,7 @@ class SQLiteBackup:
         temp = temp_beside(path, "partial")
         started = time.monotonic()
         try:
+            open(temp, "xb").close()  # a folder that cannot be written fails here, named
             snapshot_at, version = self._copy(source, temp, progress)
             found = self._finish(temp)
             if found:
@@ -123,7 +124,8 @@ class SQLiteBackup:
             if sqlite_file.corruption(exc):
                 raise StoreCorrupt(f"SQLite database {source!r} is damaged ({exc}): no "
                                    "backup was written") from exc
-            raise
+            raise StoreUnavailable(f"cannot back up SQLite database {source!r}: {exc}; no "
+                                   "backup was written") from exc
         finally:
             src.close()
         return snapshot_at, version
@@ -223,7 +225,9 @@ def _schema_version(conn: sqlite3.Connection, q: dict[str, str], field: str,
                     path: str) -> int:
     try:
         versions = [int(r[0]) for r in conn.execute(q["applied_migrations"])]
-    except sqlite3.OperationalError:  # no such table
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
         versions = []
     if not versions:
         raise not_tidings(field, repr(path))
@@ -246,8 +250,11 @@ def _check_backup(source: str, temp: str, q: dict[str, str]) -> int:
         conn.execute("PRAGMA journal_mode=DELETE")
         return version
     except sqlite3.DatabaseError as exc:
-        raise ValidationError("SRC", f"{source!r} is damaged ({exc}): nothing was "
-                              "restored") from exc
+        if sqlite_file.corruption(exc):
+            raise ValidationError("SRC", f"{source!r} is damaged ({exc}): nothing was "
+                                  "restored") from exc
+        raise StoreUnavailable(f"cannot check the copy of {source!r} made beside the "
+                               f"database: {exc}; nothing was restored") from exc
     finally:
         conn.close()
 
