@@ -14,12 +14,12 @@ still checkpoints by itself if the WAL ever reaches `FOREGROUND_CHECKPOINT_PAGES
 Damage: a node opens the file with `check="quick"` (or "full"), which reads all of it
 with SQLite's `quick_check` (or `integrity_check`) before anything is written (the
 migrations included), and refuses a file that fails with `StoreCorrupt`, naming the file
-and what is wrong. Damage met later (a
-statement answering SQLITE_CORRUPT, "database disk image is malformed") is latched: that
-call and every later one raise `StoreCorrupt` without touching the file again, so each
-face answers 503 naming it, the loops back off saying why (the readiness probe), and
-nothing is written into a file whose b-trees are no longer trusted (a write there can
-spread the damage). The node keeps answering `/health`: see docs/operations.md.
+and what is wrong. Damage met later (a statement answering SQLITE_CORRUPT, "database disk
+image is malformed") is latched: that call and every later one raise `StoreCorrupt`
+without touching the file again, so each face answers 503 naming it, the loops back off
+saying why (the readiness probe), and nothing is written into a file whose b-trees are no
+longer trusted (a write there can spread the damage). Why the node stays up rather than
+exiting: docs/operations.md, "A damaged database".
 
 All access goes through one connection guarded by a lock: SQLite has one writer anyway,
 and one connection keeps its page cache warm. Between processes (a web process sending
