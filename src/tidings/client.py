@@ -34,15 +34,20 @@ class Tidings(AbstractContextManager["Tidings"]):
 
     def __init__(self, url: str | None = None, *, clock: Clock | None = None,
                  notifier: Notifier | None = None, settings: Settings | None = None,
-                 fallback_poll_s: float = CROSS_PROCESS_POLL_S) -> None:
+                 fallback_poll_s: float = CROSS_PROCESS_POLL_S, check: str = "off") -> None:
         """`fallback_poll_s` bounds how long a long poll misses a message no notification
-        announced; tests raise it to prove that notifications, not polling, woke them."""
+        announced; tests raise it to prove that notifications, not polling, woke them.
+        `check` ("quick" or "full") reads a SQLite file whole for damage before anything
+        writes to it, and raises `StoreCorrupt` naming it: what a node does at start
+        (`TIDINGS_SQLITE_CHECK`), not every short-lived handle (a CLI command, your web
+        process)."""
         self.settings = settings or Settings.from_env(db=url)
         self.clock: Clock = clock or (SteppedClock(self.settings.clock_offset_file)
                                       if self.settings.clock_offset_file else SystemClock())
         self.store: Store = open_store(self.settings.db, now=self.clock.now_ms(),
                                        sqlite_synchronous=self.settings.sqlite_synchronous,
-                                       sqlite_cache_mb=self.settings.sqlite_cache_mb)
+                                       sqlite_cache_mb=self.settings.sqlite_cache_mb,
+                                       check=check)
         self.notifier: Notifier = notifier or default_notifier(self.settings.db)
         secret = self.settings.secret
         key = secret.encode() if secret else self.store.get_or_create_secret(

@@ -92,6 +92,14 @@ class StoreUnavailable(TidingsError):
     """The database could not be reached; the operation may be retried."""
 
 
+class StoreCorrupt(StoreUnavailable):
+    """The database file is damaged: restore it from a backup (docs/operations.md).
+
+    A `StoreUnavailable`, so every face answers 503 rather than 500 and the engine's loops
+    back off and say why (the readiness probe); unlike a full disk it does not pass by
+    itself, so the store refuses every later call instead of touching the file again."""
+
+
 class Unauthorized(TidingsError):
     """No valid credentials: send `Authorization: Bearer <token>`."""
 

@@ -229,7 +229,7 @@ def serve(settings: Settings) -> None:
     app = load_app(settings.app) if settings.app else None
     settings = with_app_db(settings, app)
     apart = runs_apart(settings)
-    t = Tidings(settings=settings)
+    t = Tidings(settings=settings, check=settings.sqlite_check)
     node = Node(t, settings, app=app, dispatcher_process=apart)
     asgi = node.http_app()
     scheme = "https" if settings.tls_cert else "http"
@@ -267,7 +267,7 @@ def work(settings: Settings) -> None:
     app = load_app(settings.app)
     settings = with_app_db(settings, app)
     apart = runs_apart(settings)
-    t = Tidings(settings=settings)
+    t = Tidings(settings=settings, check=settings.sqlite_check)
     node = Node(t, settings, app=app, dispatcher_process=apart)
 
     async def main() -> None:

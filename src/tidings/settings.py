@@ -22,6 +22,7 @@ from tidings.store import DEFAULT_URL
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's names
 SQLITE_SYNCHRONOUS = ("NORMAL", "FULL", "EXTRA")
+SQLITE_CHECKS = ("quick", "full", "off")
 _BOOLEANS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 
@@ -88,6 +89,11 @@ class Settings:
     sqlite_cache_mb: int = _setting(32, "SQLite page cache, MB: bounded, so the RSS does not "
                                     "follow the database's size; raise it for millions of "
                                     "schedules firing thousands a second.", low=1)
+    sqlite_check: str = _setting("quick", "What a node checks of its SQLite file at start: "
+                                 "quick (quick_check: every page, ~1 s per 300 MB), full "
+                                 "(integrity_check: also every index against its table, "
+                                 "~2.5x as long) or off (damage met later still makes the "
+                                 "node not ready).", choices=SQLITE_CHECKS)
     smtp_sink_dir: str = _setting("smtp-sink", "Where `tidings smtp-sink` keeps messages.")
     # Security (docs/security.md). A node on loopback with no credentials is a development
     # node and keeps every door open; beyond loopback it refuses to start without them.

@@ -1,5 +1,6 @@
 """The `tidings` command: `serve`, `worker`, `queue …`, `schedule …`, `schedule-group …`,
-`email …`, `smtp-sink`, `fanout`, `campaign …` and `forecast` (console script and `python -m`)."""
+`email …`, `smtp-sink`, `fanout`, `campaign …`, `forecast`, `backup` and `restore` (console
+script and `python -m`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from tidings.cli import campaigns, email, queues, schedules, security
+from tidings.cli import backup, campaigns, email, queues, schedules, security
 from tidings.cli.output import errors_handled
 from tidings.settings import Settings
 
@@ -46,6 +47,8 @@ app.command("forecast")(campaigns.forecast)
 app.add_typer(security.token_app, name="token")
 app.command("audit")(security.audit)
 app.command("api")(security.api)
+app.command("backup")(backup.backup)
+app.command("restore")(backup.restore)
 
 # Defaults of None: Settings.from_env fills them from TIDINGS_* variables, then its own
 # defaults, so a flag beats the environment, which beats the built-in value.

@@ -21,6 +21,7 @@ from typing import Any
 from tidings.clock import Clock
 from tidings.engine import metrics
 from tidings.engine.bridge import Bridge
+from tidings.errors import StoreUnavailable
 from tidings.model.nodes import NodeRecord
 from tidings.store.base import Store
 
@@ -101,6 +102,13 @@ def _delta(now: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
             "failed": now["failed"] - before["failed"], "lateness": per_bucket}
 
 
+def is_alive(node: NodeRecord, now: int) -> bool:
+    """Heart-beating (its last beat within `SILENT_AFTER_MS`) and not stopped cleanly
+    (its last beat said goodbye)."""
+    return now - node.seen_at <= SILENT_AFTER_MS and not json.loads(
+        node.activity or "{}").get("stopped", False)
+
+
 def take_counts(store: Store, now: int) -> None:
     """The console's costly counts, kept with the instant they were taken."""
     day_start = now - now % DAY_MS
@@ -163,6 +171,8 @@ class Heartbeat:
                     await self.bridge.run(self._counts)
                     took = loop.time() - started
                     next_counts = loop.time() + max(self.counts_every_s, took / COUNTS_SHARE)
+            except StoreUnavailable as exc:  # the loops that back off say why, in health
+                log.warning("heartbeat failed: %s", exc)
             except Exception:  # a heartbeat missed is shown as such; never stop the node
                 log.exception("heartbeat failed")
             try:

@@ -22,8 +22,11 @@ def sqlite_path(url: str) -> str:
 
 
 def open_store(url: str, *, now: int, sqlite_synchronous: str = "NORMAL",
-               sqlite_cache_mb: int = 32) -> Store:
-    """The store for `url`: `SqlStore` over the driver its scheme names."""
+               sqlite_cache_mb: int = 32, check: str = "off") -> Store:
+    """The store for `url`: `SqlStore` over the driver its scheme names. `check` ("quick",
+    "full" or "off"): read a SQLite file whole for damage before writing to it (a node's
+    start); PostgreSQL checks its own pages as it reads them (and with data checksums,
+    their contents)."""
     from tidings.store.sqlstore import SqlStore
 
     scheme = urlparse(url).scheme
@@ -31,7 +34,7 @@ def open_store(url: str, *, now: int, sqlite_synchronous: str = "NORMAL",
         from tidings.store.drivers.sqlite import SQLiteDriver
 
         return SqlStore(SQLiteDriver(sqlite_path(url), now=now, synchronous=sqlite_synchronous,
-                                     cache_mb=sqlite_cache_mb))
+                                     cache_mb=sqlite_cache_mb, check=check))
     if scheme in ("postgresql", "postgres"):
         from tidings.store.drivers.postgres import PostgresDriver
 

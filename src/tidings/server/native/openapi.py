@@ -57,7 +57,8 @@ _EVERYWHERE: dict[str, str] = {
     "414": "The query string is too long.",
     "431": "The request headers are too large.",
     "503": "The database cannot write or be reached now (ServiceUnavailable), e.g. its disk "
-           "is full: nothing was stored; retry later.",
+           "is full: nothing was stored; retry later. A damaged SQLite file answers this too, "
+           "until it is restored from a backup.",
 }
 _NAMED = "404"
 _NAMED_TEXT = "The resource named in the path does not exist."

@@ -57,9 +57,9 @@ class PostgresDriver:
             self._pool.wait(timeout=30.0)
             migrate(self, now)
         except psycopg.Error as exc:
-            raise StoreUnavailable(f"cannot use PostgreSQL at {_safe(url)}: {exc}") from exc
+            raise StoreUnavailable(f"cannot use PostgreSQL at {safe_url(url)}: {exc}") from exc
         except TimeoutError as exc:
-            raise StoreUnavailable(f"cannot reach PostgreSQL at {_safe(url)}") from exc
+            raise StoreUnavailable(f"cannot reach PostgreSQL at {safe_url(url)}") from exc
 
     @contextmanager
     def tx(self) -> Iterator[PgConn]:
@@ -224,7 +224,7 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _safe(url: str) -> str:
+def safe_url(url: str) -> str:
     """The URL without its password, for messages."""
     parts = urlsplit(url)
     if parts.password:

@@ -11,6 +11,16 @@ run one itself waited on its copying and fsyncs (tens of ms, hundreds on a busy 
 which showed as the long tail of a job's lateness and as a slower create call. A writer
 still checkpoints by itself if the WAL ever reaches `FOREGROUND_CHECKPOINT_PAGES`.
 
+Damage: a node opens the file with `check="quick"` (or "full"), which reads all of it
+with SQLite's `quick_check` (or `integrity_check`) before anything is written (the
+migrations included), and refuses a file that fails with `StoreCorrupt`, naming the file
+and what is wrong. Damage met later (a statement answering SQLITE_CORRUPT, "database disk
+image is malformed") is latched: that call and every later one raise `StoreCorrupt`
+without touching the file again, so each face answers 503 naming it, the loops back off
+saying why (the readiness probe), and nothing is written into a file whose b-trees are no
+longer trusted (a write there can spread the damage). Why the node stays up rather than
+exiting: docs/operations.md, "A damaged database".
+
 All access goes through one connection guarded by a lock: SQLite has one writer anyway,
 and one connection keeps its page cache warm. Between processes (a web process sending
 jobs next to `tidings serve`, the CLI) a lock file orders the writers
@@ -33,13 +43,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tidings.errors import StoreUnavailable, ValidationError
+from tidings.errors import StoreCorrupt, StoreUnavailable, ValidationError
 from tidings.store.driver import ConnectionLock, Row
+from tidings.store.drivers import sqlite_file
 from tidings.store.drivers.writer_lock import WriterLock
 from tidings.store.migrate import migrate
 from tidings.store.sqlfiles import queries
 
 SYNCHRONOUS = ("NORMAL", "FULL", "EXTRA")
+#: What `check` may ask for at open (TIDINGS_SQLITE_CHECK).
+CHECKS = ("quick", "full", "off")
 #: How often the checkpointer thread looks for WAL frames to copy back.
 CHECKPOINT_EVERY_S = 0.1
 #: WAL pages (4 KiB) at which a committing writer checkpoints by itself (SQLite's
@@ -63,15 +76,24 @@ class SQLiteDriver:
     single_writer = True
 
     def __init__(self, path: str, *, now: int, synchronous: str = "NORMAL",
-                 cache_mb: int = 32) -> None:
+                 cache_mb: int = 32, check: str = "off") -> None:
+        """`check`: "quick" or "full" runs SQLite's `quick_check` or `integrity_check`
+        over the whole file before anything writes to it (what a node does at start,
+        docs/operations.md); "off" opens it as it is."""
         if synchronous.upper() not in SYNCHRONOUS:
             raise ValidationError("TIDINGS_SQLITE_SYNCHRONOUS",
                                   f"must be one of {', '.join(SYNCHRONOUS)}")
+        if check not in CHECKS:
+            raise ValidationError("TIDINGS_SQLITE_CHECK", f"must be one of {', '.join(CHECKS)}")
         self.path = path
         self.url = f"sqlite:///{path}"
         self.queries = queries(self.name)
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if path == ":memory:" or not os.path.exists(path):  # a new file: nothing to check
+            check = "off"
+        if check != "off":
+            sqlite_file.read_ahead(path)  # before SQLite opens it (sqlite_file's rule)
         self._lock = threading.RLock()
         self._auto = _Autocommit(self, writes=True)
         self._read = _Autocommit(self, writes=False)
@@ -95,15 +117,41 @@ class SQLiteDriver:
                            f"PRAGMA wal_autocheckpoint={FOREGROUND_CHECKPOINT_PAGES}",
                            f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}"):
                 self._conn.execute(pragma)
+            if check != "off":
+                self._check_file(full=check == "full")
             with self._lock:
                 migrate(self, now)
             self._checkpointer = None if path == ":memory:" else Checkpointer(path)
         except sqlite3.Error as exc:
+            if sqlite_file.corruption(exc):
+                raise StoreCorrupt(self._damaged(exc)) from exc
             raise StoreUnavailable(f"cannot open SQLite database {path!r}: {exc}") from exc
+
+    #: Set by the first statement that met damage (the reason): every later call is
+    #: refused with it. Never cleared: damage does not heal; a restore replaces the file.
+    corrupt: str | None = None
+
+    def _check_file(self, *, full: bool) -> None:
+        started = time.monotonic()
+        found = sqlite_file.problems(self._conn, full=full)
+        took = time.monotonic() - started
+        pragma = "integrity_check" if full else "quick_check"
+        if found:
+            raise StoreCorrupt(
+                f"SQLite database {self.path!r} is damaged ({pragma}: "
+                f"{sqlite_file.summary(found)}); restore a backup (docs/operations.md)")
+        log.info("checked %s (%.0f MB, %s) in %.1f s: ok", self.path,
+                 os.path.getsize(self.path) / 1e6, pragma, took)
+
+    def _damaged(self, exc: sqlite3.Error) -> str:
+        return (f"SQLite database {self.path!r} is damaged ({sqlite_file.corruption(exc)}:"
+                f" {exc}); restore a backup (docs/operations.md)")
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock, self._transient_errors():
+            if self.corrupt is not None:
+                raise StoreCorrupt(self.corrupt)
             conn = self._conn
             if self._left_open and conn.in_transaction:  # a rollback failed earlier
                 self._rollback(conn)
@@ -163,6 +211,14 @@ class SQLiteDriver:
             raise
 
     def _raise_if_transient(self, exc: sqlite3.Error) -> None:
+        """Also latches damage (`corrupt`): not transient, but not the caller's fault
+        either, and the loops must not die of it."""
+        if sqlite_file.corruption(exc):
+            if self.corrupt is None:
+                self.corrupt = self._damaged(exc)
+                log.critical("%s: this process refuses every call on it from now on",
+                             self.corrupt)
+            raise StoreCorrupt(self.corrupt) from exc
         name = getattr(exc, "sqlite_errorname", "") or ""
         if name.startswith(_TRANSIENT):
             raise StoreUnavailable(
@@ -340,6 +396,8 @@ class _Autocommit:
 
     def __enter__(self) -> sqlite3.Connection:
         driver = self._driver
+        if driver.corrupt is not None:
+            raise StoreCorrupt(driver.corrupt)
         driver._lock.acquire()
         if self._writes:
             try:
