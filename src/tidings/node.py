@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import gc
 import importlib
-import importlib.metadata
 import logging
 import signal
 import sys
@@ -39,6 +38,7 @@ from tidings.server.exposure import check_exposure, describe, uvicorn_security
 from tidings.settings import Settings
 from tidings.store import DEFAULT_URL
 from tidings.targets.email import EmailDelivery
+from tidings.version import VERSION
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -113,7 +113,7 @@ class Node:
                                                   firings=t.firing_log), t.queues,
                                    self.bridge, concurrency=settings.concurrency,
                                    grace_s=settings.shutdown_grace_s, health=self.health)
-        self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, _version())
+        self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, VERSION)
         self.services += [firing, self.deliveries, self.heartbeat]
         if settings.smtp_url:
             self.services.append(Consumer(
@@ -194,15 +194,6 @@ def with_app_db(settings: Settings, app: App | None) -> Settings:
     if db and settings.db == DEFAULT_URL:
         return dataclasses.replace(settings, db=db)
     return settings
-
-
-def _version() -> str:
-    # Not tidings.server.app's: importing the HTTP app (FastAPI) for a version string cost
-    # a `tidings worker` ~0.7 CPU-seconds at every start.
-    try:
-        return importlib.metadata.version("tidings")
-    except importlib.metadata.PackageNotFoundError:  # running from a source tree
-        return "0+unknown"
 
 
 def freeze_startup_objects() -> None:

@@ -22,9 +22,9 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from tidings import __version__
+        from tidings.version import VERSION
 
-        typer.echo(f"tidings {__version__}")
+        typer.echo(f"tidings {VERSION}")
         raise typer.Exit()
 
 
