@@ -64,6 +64,12 @@ class TemplateNotFound(NotFoundError):
     wording = "Template {ident} does not exist."  # SES v2's NotFoundException
 
 
+class DatabaseNotFound(NotFoundError):
+    """There is no tidings database there."""
+
+    kind = "database"
+
+
 class ConflictError(TidingsError):
     """The resource already exists with different settings, or is in use."""
 
@@ -90,6 +96,14 @@ class PurgeInProgress(TidingsError):
 
 class StoreUnavailable(TidingsError):
     """The database could not be reached; the operation may be retried."""
+
+
+class SchemaTooNew(TidingsError):
+    """The database was migrated by a newer tidings than this one, which cannot use it."""
+
+
+class SchemaTooOld(TidingsError):
+    """The database predates this release, and was not migrated."""
 
 
 class Unauthorized(TidingsError):
