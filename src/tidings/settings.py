@@ -144,6 +144,15 @@ class Settings:
                     or self.aws_keys_file)
 
     @property
+    def credentials_required(self) -> bool:
+        """Whether every API of the node (native, AWS, console) demands credentials: when
+        any credential is configured, loopback included (behind a reverse proxy on the
+        same host every client comes from loopback), and beyond loopback unless
+        `--insecure-no-auth`. An API with none of its own configured then refuses every
+        call, saying which to set."""
+        return self.has_credentials or not (self.loopback_only or self.insecure_no_auth)
+
+    @property
     def development_node(self) -> bool:
         """Loopback and no credentials: the node of one developer, every door open (as
         before tidings was secure by default; the test suite runs this way)."""
