@@ -115,7 +115,8 @@ class Node:
                                    self.bridge, concurrency=settings.concurrency,
                                    grace_s=settings.shutdown_grace_s, health=self.health)
         self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, VERSION)
-        self.schema_guard = SchemaGuard(t.store, self.bridge)
+        self.schema_guard = SchemaGuard(t.store, self.bridge,
+                                        warned_at_open=t.schema_status().database)
         self.services += [firing, self.deliveries, self.heartbeat, self.schema_guard]
         if settings.smtp_url:
             self.services.append(Consumer(

@@ -30,13 +30,15 @@ class SchemaGuard:
     """A service (run/stop): `run` raises `SchemaTooNew` when the database was migrated
     by a newer release this node cannot run on."""
 
-    def __init__(self, store: Store, bridge: Bridge, *,
-                 interval_s: float = CHECK_EVERY_S) -> None:
+    def __init__(self, store: Store, bridge: Bridge, *, interval_s: float = CHECK_EVERY_S,
+                 warned_at_open: int = 0) -> None:
+        """`warned_at_open`: the database's last migration when the node opened it (any
+        additive newer ones were warned about then)."""
         self.store = store
         self.bridge = bridge
         self.interval_s = interval_s
         self._stopping = asyncio.Event()
-        self._warned = 0  # the database's last migration already warned about
+        self._warned = warned_at_open  # the database's last migration already warned about
 
     async def check(self) -> SchemaStatus | None:
         """The database's schema now; raises `SchemaTooNew` when this node cannot run on
