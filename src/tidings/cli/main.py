@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from tidings.cli import campaigns, email, queues, schedules, security
 from tidings.cli.options import CreateOption, creating
-from tidings.cli.output import errors_handled
+from tidings.cli.output import errors_handled, report
 from tidings.settings import Settings
 
 app = typer.Typer(
@@ -138,6 +138,8 @@ def migrate_command(
     check: Annotated[bool, typer.Option(
         "--check", help="Change nothing: say where the database stands; exit 1 when it "
         "needs migrations, 3 when a newer tidings migrated it.")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON document on stdout instead of a line.")] = False,
 ) -> None:
     """Make the database, or bring it to this release's schema, now (a node does the same
     at its start). Back it up first: docs/upgrading.md."""
@@ -156,9 +158,12 @@ def migrate_command(
             status = t.schema_status()
         top = status.database
         by = status.migrated_by
-        typer.echo(f"{t.database_url}: schema {top} ({status.applied.get(top, '-')})"
-                   + (f", migrated by tidings {by}" if by else "")
-                   + f"; this is tidings {VERSION}: up to date")
+        report(as_json, {"database": t.database_url, "schema": top,
+                         "name": status.applied.get(top), "migrated_by": by,
+                         "tidings": VERSION},
+               f"{t.database_url}: schema {top} ({status.applied.get(top, '-')})"
+               + (f", migrated by tidings {by}" if by else "")
+               + f"; this is tidings {VERSION}: up to date")
 
 
 def main() -> None:

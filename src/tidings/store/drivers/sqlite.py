@@ -72,7 +72,8 @@ class SQLiteDriver:
             raise ValidationError("TIDINGS_SQLITE_SYNCHRONOUS",
                                   f"must be one of {', '.join(SYNCHRONOUS)}")
         self.path = path
-        self.url = f"sqlite:///{path}"
+        # (absolute, for the start-up log: the default is relative to the working directory)
+        self.url = f"sqlite:///{_shown(path)}"
         self.queries = queries(self.name)
         if path != ":memory:":
             prepare_file(path, create)
@@ -374,7 +375,8 @@ def prepare_file(path: str, create: Create) -> None:
             if create is not Create.FOLDERS:
                 raise ValidationError("db", f"the folder {folder} does not exist, so {file} "
                                       "would be a new, empty database: check the path, or "
-                                      "pass --create to make the folder")
+                                      "pass --create to make the folder (in Python: "
+                                      "create=Create.FOLDERS)")
             folder.mkdir(parents=True, exist_ok=True)
     if create is Create.NOTHING:
         return  # reading a read-only file is fine; a write to it fails with its path
