@@ -22,6 +22,7 @@ from tidings.model.queues import RedriveAllowPolicy, RedrivePolicy
 from tidings.model.schedules import ScheduleSpec, Target
 from tidings.tasks.sending import JobHandle
 from tidings.tasks.task import Task
+from tidings.version import VERSION as __version__  # noqa: F401 (the package's version)
 
 __all__ = [
     "App",
@@ -43,4 +44,3 @@ __all__ = [
     "ValidationError",
     "connect",
 ]
-__version__ = "0.1.0"

@@ -21,8 +21,9 @@ from tidings.model.receipts import ReceiptSigner
 from tidings.notify.base import Notifier
 from tidings.notify.local import LocalNotifier
 from tidings.settings import Settings
-from tidings.store import open_store
+from tidings.store import Create, open_store
 from tidings.store.base import Store
+from tidings.store.migrate import SchemaStatus
 from tidings.targets.guard import WebhookGuard
 
 
@@ -34,20 +35,25 @@ class Tidings(AbstractContextManager["Tidings"]):
 
     def __init__(self, url: str | None = None, *, clock: Clock | None = None,
                  notifier: Notifier | None = None, settings: Settings | None = None,
-                 fallback_poll_s: float = CROSS_PROCESS_POLL_S, check: str = "off") -> None:
+                 fallback_poll_s: float = CROSS_PROCESS_POLL_S,
+                 create: Create = Create.DATABASE, check: str = "off") -> None:
         """`fallback_poll_s` bounds how long a long poll misses a message no notification
         announced; tests raise it to prove that notifications, not polling, woke them.
-        `check` ("quick" or "full") reads a SQLite file whole for damage before anything
-        writes to it, and raises `StoreCorrupt` naming it: what a node does at start
-        (`TIDINGS_SQLITE_CHECK`), not every short-lived handle (a CLI command, your web
-        process)."""
+
+        `create` says what opening may do: make a new database in an existing folder and
+        migrate an older one (the default), also make missing folders (`Create.FOLDERS`),
+        or nothing at all (`Create.NOTHING`: the database must exist, at this release's
+        schema). `check` ("quick" or "full") reads a SQLite file whole for damage before
+        anything writes to it, and raises `StoreCorrupt` naming it: what a node does at
+        start (`TIDINGS_SQLITE_CHECK`), not every short-lived handle (a CLI command, your
+        web process)."""
         self.settings = settings or Settings.from_env(db=url)
         self.clock: Clock = clock or (SteppedClock(self.settings.clock_offset_file)
                                       if self.settings.clock_offset_file else SystemClock())
         self.store: Store = open_store(self.settings.db, now=self.clock.now_ms(),
                                        sqlite_synchronous=self.settings.sqlite_synchronous,
                                        sqlite_cache_mb=self.settings.sqlite_cache_mb,
-                                       check=check)
+                                       create=create, check=check)
         self.notifier: Notifier = notifier or default_notifier(self.settings.db)
         secret = self.settings.secret
         key = secret.encode() if secret else self.store.get_or_create_secret(
@@ -77,6 +83,10 @@ class Tidings(AbstractContextManager["Tidings"]):
     def database_url(self) -> str:
         """The database in use, for display: what `open_store` made of the setting."""
         return self.store.url
+
+    def schema_status(self) -> SchemaStatus:
+        """The database's migrations against this release's (`tidings migrate`)."""
+        return self.store.schema_status()
 
     @property
     def max_concurrency(self) -> int:

@@ -42,15 +42,17 @@ from typing import IO, Any
 from tidings.engine import metrics
 from tidings.engine.backoff import Backoff
 from tidings.engine.health import Health
-from tidings.errors import ValidationError
+from tidings.errors import SchemaTooNew, TidingsError, ValidationError
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
 from tidings.settings import Settings, variable
+from tidings.store import Create
 
 log = logging.getLogger("tidings.dispatch_process")
 
 METRICS_EVERY_S = 0.5  # how stale the node's view of the child's counters may be
 STOP_WAIT_S = 15.0  # a child still running this long after its stdin closed is killed
 STEADY_S = 30.0  # a child that ran this long died of something new: restart at once
+EXIT_SCHEMA_TOO_NEW = 3  # the child's exit code when a newer tidings migrated the database
 
 
 def runs_apart(settings: Settings) -> bool:
@@ -94,6 +96,9 @@ class DispatcherProcess:
             code = await self._run_child()
             if self._stopping.is_set():
                 return
+            if code == EXIT_SCHEMA_TOO_NEW:  # the node stops: its schema guard says why
+                raise SchemaTooNew("the dispatcher process found the database migrated by "
+                                   "a newer tidings")
             if time.monotonic() - began > STEADY_S:
                 backoff.reset()
             exited = RuntimeError(f"the dispatcher process exited with {_describe(code)};"
@@ -255,7 +260,10 @@ async def _serve(first: dict[str, Any], out: IO[bytes]) -> None:
 
     settings = Settings.from_values(first["settings"])
     wire = _Wire(out, stop_soon)
-    t = Tidings(settings=settings)
+    # The node opened (made, migrated) the database before starting this process: here
+    # it is only opened. A newer release may have migrated it since: refused (the node's
+    # schema guard stops the node for it).
+    t = Tidings(settings=settings, create=Create.NOTHING)
     bridge = Bridge.for_store(t.store)
     health = Health(export=False, on_change=lambda troubles: wire.send("h " + json.dumps(
         {name: trouble.reason for name, trouble in troubles.items()})))
@@ -303,7 +311,11 @@ def main() -> None:
     logging.basicConfig(level=first["settings"].get("log_level", "info").upper(),
                         format="%(asctime)s %(levelname)s %(name)s[dispatcher process]: "
                         "%(message)s")
-    asyncio.run(_serve(first, out))
+    try:
+        asyncio.run(_serve(first, out))
+    except TidingsError as exc:  # refused at open (SchemaTooNew): one line, not a traceback
+        log.error("%s", exc)
+        raise SystemExit(EXIT_SCHEMA_TOO_NEW if isinstance(exc, SchemaTooNew) else 1) from None
 
 
 if __name__ == "__main__":

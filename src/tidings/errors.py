@@ -64,6 +64,12 @@ class TemplateNotFound(NotFoundError):
     wording = "Template {ident} does not exist."  # SES v2's NotFoundException
 
 
+class DatabaseNotFound(NotFoundError):
+    """There is no tidings database there."""
+
+    kind = "database"
+
+
 class ConflictError(TidingsError):
     """The resource already exists with different settings, or is in use."""
 
@@ -98,6 +104,14 @@ class StoreCorrupt(StoreUnavailable):
     A `StoreUnavailable`, so every face answers 503 rather than 500 and the engine's loops
     back off and say why (the readiness probe); unlike a full disk it does not pass by
     itself, so the store refuses every later call instead of touching the file again."""
+
+
+class SchemaTooNew(TidingsError):
+    """The database was migrated by a newer tidings than this one, which cannot use it."""
+
+
+class SchemaTooOld(TidingsError):
+    """The database predates this release, and was not migrated."""
 
 
 class Unauthorized(TidingsError):

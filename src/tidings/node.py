@@ -15,12 +15,11 @@ import contextlib
 import dataclasses
 import gc
 import importlib
-import importlib.metadata
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from tidings.app import App as TaskApp
 from tidings.client import Tidings
@@ -33,12 +32,14 @@ from tidings.engine.dispatcher import IDLE_POLL_S, Dispatcher
 from tidings.engine.health import Health
 from tidings.engine.internal_queues import EMAIL_QUEUE, ensure_internal_queues
 from tidings.engine.nodes import Heartbeat
+from tidings.engine.schema_guard import SchemaGuard
 from tidings.engine.sweeper import Sweeper
-from tidings.errors import ValidationError
+from tidings.errors import SchemaTooNew, ValidationError
 from tidings.server.exposure import check_exposure, describe, uvicorn_security
 from tidings.settings import Settings
-from tidings.store import DEFAULT_URL
+from tidings.store import DEFAULT_URL, Create
 from tidings.targets.email import EmailDelivery
+from tidings.version import VERSION
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -113,8 +114,10 @@ class Node:
                                                   firings=t.firing_log), t.queues,
                                    self.bridge, concurrency=settings.concurrency,
                                    grace_s=settings.shutdown_grace_s, health=self.health)
-        self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, _version())
-        self.services += [firing, self.deliveries, self.heartbeat]
+        self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, VERSION)
+        self.schema_guard = SchemaGuard(t.store, self.bridge,
+                                        warned_at_open=t.schema_status().database)
+        self.services += [firing, self.deliveries, self.heartbeat, self.schema_guard]
         if settings.smtp_url:
             self.services.append(Consumer(
                 delivery_app(self.targets, t.queues, t.clock, queue=EMAIL_QUEUE,
@@ -144,18 +147,36 @@ class Node:
             done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 if task is not stopper and task.exception() is not None:
-                    log.critical("service %s died; stopping the node", task.get_name(),
-                                 exc_info=task.exception())
-                    raise RuntimeError(f"service {task.get_name()} died") from task.exception()
+                    await self._died(task.get_name(), task.exception())
         finally:
             for s in self.services:
                 s.stop()
             results = await asyncio.gather(*tasks, return_exceptions=True)
             stopper.cancel()
             for r in results:
-                if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
+                if isinstance(r, BaseException) and r is not self._reported and not \
+                        isinstance(r, asyncio.CancelledError | SchemaTooNew):
                     log.error("service stopped with an error: %r", r)
             await self.targets.close()
+
+    async def _died(self, name: str, exc: BaseException | None) -> NoReturn:
+        """Stop the node for a service that died: cleanly, naming the newer release, when
+        a newer node migrated the database (the schema guard said so, or the service
+        failed on a table that changed under it); loudly otherwise."""
+        self._reported = exc
+        try:
+            await self.schema_guard.check()  # (the full story, whoever noticed first)
+        except SchemaTooNew as newer:
+            if not isinstance(exc, SchemaTooNew):
+                log.error("service %s failed (%s) on a database a newer node migrated",
+                          name, exc)
+            exc = newer
+        if isinstance(exc, SchemaTooNew):
+            log.error("%s. This node stops.", exc)
+            self.too_new = exc
+            raise exc
+        log.critical("service %s died; stopping the node", name, exc_info=exc)
+        raise RuntimeError(f"service {name} died") from exc
 
     def stop(self) -> None:
         self._stopped.set()
@@ -171,7 +192,7 @@ class Node:
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Any) -> AsyncIterator[None]:
         task = asyncio.create_task(self.run(), name="node")
-        task.add_done_callback(self._died)
+        task.add_done_callback(self._ended)
         try:
             yield
         finally:
@@ -179,13 +200,22 @@ class Node:
             with contextlib.suppress(Exception):
                 await task
 
-    def _died(self, task: asyncio.Task[None]) -> None:
+    def _ended(self, task: asyncio.Task[None]) -> None:
         if not self._stopped.is_set() and not task.cancelled() and task.exception():
+            if self.too_new is not None and self.shut_down is not None:
+                self.shut_down()  # a clean stop: the server exits, then `serve` says why
+                return
             log.critical("the node stopped unexpectedly; shutting the server down")
             self.failed = True
             signal.raise_signal(signal.SIGTERM)
 
     failed = False
+    _reported: BaseException | None = None  # the death `_died` logged
+    #: Stops the HTTP server gracefully without a signal (uvicorn re-raises a signal it
+    #: caught once it has stopped, so the process would end by it, not by its exit code).
+    shut_down: Callable[[], None] | None = None
+    #: Why the node stopped when a newer node migrated its database (the CLI exits 3).
+    too_new: SchemaTooNew | None = None
 
 
 def with_app_db(settings: Settings, app: App | None) -> Settings:
@@ -194,15 +224,6 @@ def with_app_db(settings: Settings, app: App | None) -> Settings:
     if db and settings.db == DEFAULT_URL:
         return dataclasses.replace(settings, db=db)
     return settings
-
-
-def _version() -> str:
-    # Not tidings.server.app's: importing the HTTP app (FastAPI) for a version string cost
-    # a `tidings worker` ~0.7 CPU-seconds at every start.
-    try:
-        return importlib.metadata.version("tidings")
-    except importlib.metadata.PackageNotFoundError:  # running from a source tree
-        return "0+unknown"
 
 
 def freeze_startup_objects() -> None:
@@ -219,7 +240,7 @@ def _setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: Settings, *, create: Create = Create.DATABASE) -> None:
     """`tidings serve`: the HTTP API plus every engine loop, in one process."""
     import uvicorn
 
@@ -229,7 +250,7 @@ def serve(settings: Settings) -> None:
     app = load_app(settings.app) if settings.app else None
     settings = with_app_db(settings, app)
     apart = runs_apart(settings)
-    t = Tidings(settings=settings, check=settings.sqlite_check)
+    t = Tidings(settings=settings, create=create, check=settings.sqlite_check)
     node = Node(t, settings, app=app, dispatcher_process=apart)
     asgi = node.http_app()
     scheme = "https" if settings.tls_cert else "http"
@@ -249,17 +270,21 @@ def serve(settings: Settings) -> None:
                             log_level=settings.log_level, lifespan="on", access_log=access_log,
                             timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
                             **security)
+    server = uvicorn.Server(config)
+    node.shut_down = lambda: setattr(server, "should_exit", True)
     try:
         freeze_startup_objects()
-        uvicorn.Server(config).run()
+        server.run()
     finally:
         node.bridge.close()
         t.close()
+    if node.too_new is not None:
+        raise node.too_new
     if node.failed:
         raise SystemExit(1)
 
 
-def work(settings: Settings) -> None:
+def work(settings: Settings, *, create: Create = Create.DATABASE) -> None:
     """`tidings worker`: consumers (and maintenance) without the HTTP API."""
     _setup_logging(settings.log_level)
     if not settings.app:
@@ -267,7 +292,7 @@ def work(settings: Settings) -> None:
     app = load_app(settings.app)
     settings = with_app_db(settings, app)
     apart = runs_apart(settings)
-    t = Tidings(settings=settings, check=settings.sqlite_check)
+    t = Tidings(settings=settings, create=create, check=settings.sqlite_check)
     node = Node(t, settings, app=app, dispatcher_process=apart)
 
     async def main() -> None:

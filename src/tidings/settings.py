@@ -3,13 +3,17 @@
 Nothing else in tidings reads the environment. A module that needs a setting is handed
 it, so a test can build any configuration without touching `os.environ`, and a misspelt
 value stops the process at start-up naming the variable, instead of quietly becoming a
-default somewhere deep inside.
+default somewhere deep inside. A misspelt *name* (`TIDINGS_PROT`) is warned about once per
+process, with the nearest setting's name: refusing it would stop a fleet whose
+environment also carries a newer release's variables.
 """
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -19,6 +23,8 @@ from typing import Any
 
 from tidings.errors import ValidationError
 from tidings.store import DEFAULT_URL
+
+log = logging.getLogger("tidings.settings")
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")  # uvicorn's names
 SQLITE_SYNCHRONOUS = ("NORMAL", "FULL", "EXTRA")
@@ -144,6 +150,15 @@ class Settings:
                     or self.aws_keys_file)
 
     @property
+    def credentials_required(self) -> bool:
+        """Whether every API of the node (native, AWS, console) demands credentials: when
+        any credential is configured, loopback included (behind a reverse proxy on the
+        same host every client comes from loopback), and beyond loopback unless
+        `--insecure-no-auth`. An API with none of its own configured then refuses every
+        call, saying which to set."""
+        return self.has_credentials or not (self.loopback_only or self.insecure_no_auth)
+
+    @property
     def development_node(self) -> bool:
         """Loopback and no credentials: the node of one developer, every door open (as
         before tidings was secure by default; the test suite runs this way)."""
@@ -160,7 +175,9 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
         """Settings from `TIDINGS_*` variables; `overrides` that are not None (CLI flags)
         beat them, and the defaults fill the rest."""
-        env = os.environ if env is None else env
+        if env is None:
+            env = os.environ
+            warn_unknown(env, cls)
         values: dict[str, Any] = {}
         for f in fields(cls):
             raw = env.get(variable(f.name))
@@ -189,6 +206,35 @@ class Settings:
             shown = "" if default in (None, "", {}) else f" Default: {_shown(default)}."
             out.append((variable(f.name), f"{f.metadata['help']}{shown}"))
         return out
+
+
+def unknown_variables(env: Mapping[str, str], settings: type[Settings] = Settings,
+                      ) -> list[tuple[str, str | None]]:
+    """Each `TIDINGS_*` variable of `env` that is no setting, with the setting whose name
+    is nearest (None when none is near), sorted."""
+    known = {f.name.upper() for f in fields(settings)}
+    out = []
+    for name in sorted(env):
+        if not name.startswith("TIDINGS_") or name[len("TIDINGS_"):] in known:
+            continue
+        near = difflib.get_close_matches(name[len("TIDINGS_"):], known, n=1, cutoff=0.6)
+        out.append((name, f"TIDINGS_{near[0]}" if near else None))
+    return out
+
+
+_warned_unknown = False
+
+
+def warn_unknown(env: Mapping[str, str], settings: type[Settings] = Settings) -> None:
+    """Log each unknown `TIDINGS_*` variable once per process (the first time the settings
+    are read from the environment): a typo otherwise silently becomes a default."""
+    global _warned_unknown
+    if _warned_unknown:
+        return
+    _warned_unknown = True
+    for name, near in unknown_variables(env, settings):
+        hint = f"did you mean {near}?" if near else "`tidings serve --help` lists them"
+        log.warning("%s is not a tidings setting and is ignored: %s", name, hint)
 
 
 def is_loopback(host: str) -> bool:

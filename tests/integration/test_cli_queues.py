@@ -13,7 +13,9 @@ from tidings.settings import Settings
 
 @pytest.fixture
 def cli(tmp_path: Path, db_url: str) -> Cli:
-    return Cli(db_url, tmp_path)
+    c = Cli(db_url, tmp_path)
+    c.ok("migrate")  # the database a node made (making one is tested on its own)
+    return c
 
 
 def test_queue_lifecycle(cli: Cli) -> None:

@@ -3,6 +3,7 @@ against a SQLite file."""
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 
 import pytest
@@ -171,4 +172,5 @@ def test_apply_creates_then_replaces_and_list_shows_local_time(cli: Cli) -> None
 
 
 def test_version(cli: Cli) -> None:
-    assert cli.ok("--version").strip().startswith("tidings ")
+    # pyproject.toml's number, single-sourced through the installed package's metadata
+    assert cli.ok("--version").strip() == f"tidings {importlib.metadata.version('tidings')}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import threading
 import time
 from collections.abc import Iterator
@@ -45,9 +46,15 @@ def make_queue(api: httpx.Client, name: str, **attributes: object) -> dict[str, 
     return doc
 
 
-def test_health_names_the_backend(api: httpx.Client, db_url: str) -> None:
+def test_health_names_the_backend_and_the_release(api: httpx.Client, db_url: str) -> None:
     backend = "sqlite" if db_url.startswith("sqlite") else "postgresql"
-    assert api.get("/health").json() == {"status": "ok", "db": backend}
+    assert api.get("/health").json() == {"status": "ok", "db": backend,
+                                         "version": importlib.metadata.version("tidings")}
+
+
+def test_metrics_show_the_release_as_build_info(api: httpx.Client) -> None:
+    version = importlib.metadata.version("tidings")
+    assert f'tidings_build_info{{version="{version}"}} 1.0' in api.get("/metrics").text
 
 
 def test_readiness_of_an_app_without_engine_loops_is_its_database(

@@ -155,6 +155,49 @@ def test_beyond_loopback_without_tokens_the_native_api_is_closed(db_url: str) ->
         assert httpx.get(f"{url}/health").status_code == 200
 
 
+def _unsigned_sqs(base: str) -> httpx.Response:
+    return httpx.post(base, content=b"{}", headers={
+        "X-Amz-Target": "AmazonSQS.ListQueues",
+        "Content-Type": "application/x-amz-json-1.0"})
+
+
+@pytest.mark.parametrize("credential", ["api_tokens", "aws_keys"])
+def test_on_loopback_one_configured_credential_closes_every_api(
+        db_url: str, tmp_path: Path, credential: str) -> None:
+    """A `tidings serve` on 127.0.0.1 with only API tokens, or only AWS keys: the native
+    API, the console and the AWS APIs all want credentials (behind a reverse proxy on the
+    same host, every client would be "loopback"); an API with none of its own configured
+    refuses every call, naming what to set."""
+    from faults import Serve
+
+    env = {"TIDINGS_API_TOKENS": TOKENS} if credential == "api_tokens" else {
+        "TIDINGS_AWS_KEYS": "AKIDLOCAL:local-secret"}
+    node = Serve(db_url, tmp_path, env=env)
+    try:
+        node.wait_ready()
+        base = f"http://127.0.0.1:{node.port}"
+        native = httpx.get(f"{base}/v1/queues")
+        assert native.status_code == 401, native.text
+        console = httpx.get(f"{base}/ui/", follow_redirects=False)
+        assert (console.status_code, console.headers["location"].split("?")[0]) == (
+            303, "/ui/signin")
+        aws = _unsigned_sqs(base)
+        assert aws.status_code in (400, 403), aws.text
+        assert "QueueUrls" not in aws.text
+        if credential == "api_tokens":
+            assert httpx.get(f"{base}/v1/queues", headers=bearer(READ)).status_code == 200
+            assert "UnrecognizedClientException" in aws.text  # (InvalidClientTokenId in JSON)
+            assert "TIDINGS_AWS_KEYS" in aws.text
+        else:
+            assert "TIDINGS_API_TOKENS" in native.json()["error"]["message"]
+        assert httpx.get(f"{base}/health").status_code == 200
+    finally:
+        node.stop()
+    log = (tmp_path / "serve.log").read_text()
+    assert "security: native API and console: bearer tokens required" in log
+    assert "security: AWS APIs: SigV4 required" in log
+
+
 def test_a_development_node_stays_open(db_url: str) -> None:
     for url in serve(db_url):
         assert httpx.post(f"{url}/v1/queues", json={"name": "q"}).status_code == 201

@@ -12,7 +12,7 @@ import pytest
 import tidings
 
 SRC = Path(tidings.__file__).parent
-FOUNDATION = {"errors", "clock"}
+FOUNDATION = {"errors", "clock", "version"}
 LOWEST = FOUNDATION | {"model", "triggers"}
 STORAGE = LOWEST | {"store", "notify"}
 SERVICES = STORAGE | {"engine", "email", "targets", "settings"}

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from tidings import settings as settings_module
 from tidings.client import Tidings
 from tidings.errors import ValidationError
 from tidings.model.receipts import ReceiptSigner
-from tidings.settings import Settings, variable
+from tidings.settings import Settings, unknown_variables, variable
 
 
 def test_every_field_is_read_from_its_variable() -> None:
@@ -179,3 +180,24 @@ def test_a_dispatcher_process_cannot_share_an_in_memory_database() -> None:
         runs_apart(Settings(db="sqlite://:memory:", dispatcher="process"))
     with pytest.raises(ValidationError, match="TIDINGS_DISPATCHER.*must be one of"):
         Settings.from_env({"TIDINGS_DISPATCHER": "thread"})
+
+
+def test_unknown_variables_are_named_with_the_nearest_setting() -> None:
+    env = {"TIDINGS_PROT": "8080", "TIDINGS_CONCURENCY": "3", "TIDINGS_PORT": "1",
+           "TIDINGS_XYZZY": "1", "PATH": "/bin", "TIDINGSDB": "x"}
+    assert unknown_variables(env) == [("TIDINGS_CONCURENCY", "TIDINGS_CONCURRENCY"),
+                                      ("TIDINGS_PROT", "TIDINGS_PORT"),
+                                      ("TIDINGS_XYZZY", None)]
+
+
+def test_unknown_variables_are_warned_about_once_per_process(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(settings_module, "_warned_unknown", False)
+    monkeypatch.setenv("TIDINGS_SQLITE_SYNCRONOUS", "FULL")
+    Settings.from_env()
+    Settings.from_env()
+    [warning] = [r for r in caplog.records
+                 if r.name == "tidings.settings" and "SYNCRONOUS" in r.getMessage()]
+    assert warning.levelname == "WARNING"
+    assert warning.getMessage() == ("TIDINGS_SQLITE_SYNCRONOUS is not a tidings setting and "
+                                    "is ignored: did you mean TIDINGS_SQLITE_SYNCHRONOUS?")

@@ -11,7 +11,14 @@ from typing import Annotated, Any
 
 import typer
 
-from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption
+from tidings.cli.options import (
+    DEFAULT_DB,
+    CreateOption,
+    DbOption,
+    JsonOption,
+    creating,
+    without_create,
+)
 from tidings.cli.output import (
     all_pages,
     emit_json,
@@ -30,6 +37,7 @@ from tidings.errors import ValidationError
 from tidings.model.email import EmailMessage, StoredTemplate
 from tidings.server.native.email_views import delivery_json, suppression_json, template_json
 from tidings.settings import Settings
+from tidings.store import Create
 
 app = typer.Typer(help="Email templates, sending, the delivery log and suppression.",
                   no_args_is_help=True)
@@ -64,12 +72,14 @@ def _template_saving(save: Callable[[EmailService, str, str, str | None, str | N
                                    StoredTemplate], done: str, doc: str) -> Callable[..., None]:
     """create and update take the same parts (SES UpdateEmailTemplate replaces them all)."""
     def command(name: Name, subject: Subject, html: HtmlFile = None, text: TextFile = None,
-                db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-        with tidings(db) as t:
+                db: DbOption = DEFAULT_DB, create_folders: CreateOption = False,
+                as_json: JsonOption = False) -> None:
+        opening = creating(create_folders) if done == "created" else Create.NOTHING
+        with tidings(db, create=opening) as t:
             saved = template_json(save(t.email, name, subject, _read(html), _read(text)))
         emit_json(saved) if as_json else line(f"{done} template {name}")
     command.__doc__ = doc
-    return command
+    return command if done == "created" else without_create(command)
 
 
 templates_app.command("create")(_template_saving(
@@ -234,8 +244,10 @@ def suppress_add(
     reason: Annotated[str, typer.Option(
         help="BOUNCE, COMPLAINT, UNSUBSCRIBE or MANUAL.")] = "MANUAL",
     db: DbOption = DEFAULT_DB,
+    create_folders: CreateOption = False,
 ) -> None:
-    with tidings(db) as t:
+    """Suppress an address (the first may make a new database: see --create)."""
+    with tidings(db, create=creating(create_folders)) as t:
         added = t.email.suppress(address, reason)
     line(f"suppressed {address}" if added else f"{address} was already suppressed")
 

@@ -10,7 +10,8 @@ import typer
 from rich.markup import escape
 
 from tidings.cli import backup, campaigns, email, queues, schedules, security
-from tidings.cli.output import errors_handled
+from tidings.cli.options import CreateOption, creating
+from tidings.cli.output import errors_handled, report
 from tidings.settings import Settings
 
 app = typer.Typer(
@@ -23,9 +24,9 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from tidings import __version__
+        from tidings.version import VERSION
 
-        typer.echo(f"tidings {__version__}")
+        typer.echo(f"tidings {VERSION}")
         raise typer.Exit()
 
 
@@ -99,8 +100,12 @@ def serve(
     tls_key: Annotated[str | None, typer.Option(
         "--tls-key", metavar="PEM", show_default=False,
         help="Private key for direct HTTPS (env TIDINGS_TLS_KEY).")] = None,
+    create_folders: CreateOption = False,
 ) -> None:
-    """Run the HTTP API, the background loops and your app's consumers until Ctrl-C."""
+    """Run the HTTP API, the background loops and your app's consumers until Ctrl-C.
+
+    Makes a new database where there is none (logged with its absolute path) and
+    migrates an older one; refuses (exit 3) one a newer tidings migrated."""
     with errors_handled():
         settings = Settings.from_env(db=db, host=host, port=port, app=app_spec,
                                      concurrency=concurrency, smtp_url=smtp_url,
@@ -108,7 +113,7 @@ def serve(
                                      tls_key=tls_key)
         from tidings.node import serve as run_server  # heavy: only when serving
 
-        run_server(settings)
+        run_server(settings, create=creating(create_folders))
 
 
 @app.command(epilog=SETTINGS_EPILOG)
@@ -117,14 +122,51 @@ def worker(
     db: DbFlag = None,
     concurrency: ConcurrencyFlag = None,
     smtp_url: SmtpUrlFlag = None,
+    create_folders: CreateOption = False,
 ) -> None:
-    """Run your app's consumers (and maintenance) without the HTTP API."""
+    """Run your app's consumers (and maintenance) without the HTTP API (the database as
+    `serve` opens it)."""
     with errors_handled():
         settings = Settings.from_env(db=db, app=app_spec, concurrency=concurrency,
                                      smtp_url=smtp_url)
         from tidings.node import work
 
-        work(settings)
+        work(settings, create=creating(create_folders))
+
+
+@app.command("migrate")
+def migrate_command(
+    db: DbFlag = None,
+    create_folders: CreateOption = False,
+    check: Annotated[bool, typer.Option(
+        "--check", help="Change nothing: say where the database stands; exit 1 when it "
+        "needs migrations, 3 when a newer tidings migrated it.")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON document on stdout instead of a line.")] = False,
+) -> None:
+    """Make the database, or bring it to this release's schema, now (a node does the same
+    at its start). Back it up first: docs/upgrading.md."""
+    import logging
+
+    from tidings.client import Tidings
+    from tidings.store import Create
+    from tidings.version import VERSION
+
+    # The node's own lines, one per migration with its duration, on stderr.
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    with errors_handled():
+        settings = Settings.from_env(db=db)
+        opening = Create.NOTHING if check else creating(create_folders)
+        with Tidings(settings=settings, create=opening) as t:
+            status = t.schema_status()
+        top = status.database
+        by = status.migrated_by
+        report(as_json, {"database": t.database_url, "schema": top,
+                         "name": status.applied.get(top), "migrated_by": by,
+                         "tidings": VERSION},
+               f"{t.database_url}: schema {top} ({status.applied.get(top, '-')})"
+               + (f", migrated by tidings {by}" if by else "")
+               + f"; this is tidings {VERSION}: up to date")
 
 
 def main() -> None:

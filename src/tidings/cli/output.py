@@ -3,7 +3,9 @@
 Output contract: with `--json`, exactly one JSON document on stdout; otherwise rich tables
 for people. Errors always go to stderr as `error: <field>: <rule>` (or `error: <message>`).
 Exit codes: 0 ok, 1 not found / conflict / runtime failure, 2 bad usage or invalid value
-(the same code click uses for usage errors, so scripts can tell "fix your command" apart).
+(the same code click uses for usage errors, so scripts can tell "fix your command" apart),
+3 the database was migrated by a newer tidings than this one (refused at start, or a
+running node stopped: upgrade this one; docs/upgrading.md).
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from rich.table import Table
 from rich.text import Text
 
 from tidings.client import Tidings
-from tidings.errors import BatchError, TidingsError, ValidationError
+from tidings.errors import BatchError, SchemaTooNew, TidingsError, ValidationError
 from tidings.settings import Settings
+from tidings.store import Create
 
 T = TypeVar("T")
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_SCHEMA_TOO_NEW = 0, 1, 2, 3
 
 stdout = Console(soft_wrap=False, highlight=False)
 stderr = Console(stderr=True, soft_wrap=True, highlight=False)
@@ -52,15 +55,22 @@ def instant_option(name: str, text: str | None) -> datetime | None:
 
 
 def exit_code(exc: TidingsError) -> int:
+    if isinstance(exc, SchemaTooNew):
+        return EXIT_SCHEMA_TOO_NEW
     return EXIT_USAGE if isinstance(exc, ValidationError | BatchError) else EXIT_FAILURE
 
 
 @contextmanager
-def tidings(db: str | None) -> Iterator[Tidings]:
+def tidings(db: str | None, *, create: Create = Create.NOTHING) -> Iterator[Tidings]:
     """Open the database for one command; a tidings error becomes a message and an exit
-    code instead of a traceback. `db` None: the settings' (TIDINGS_DB or the default)."""
+    code instead of a traceback. `db` None: the settings' (TIDINGS_DB or the default).
+
+    Every command opens the database here, and by default opens what exists, as it is: a
+    missing database is an error naming its path, never a new empty one, and one older
+    than this release is not migrated. Commands that put the first things in a database
+    pass `Create.DATABASE` (or `FOLDERS`, their `--create`)."""
     try:
-        with Tidings(settings=Settings.from_env(db=db)) as t:
+        with Tidings(settings=Settings.from_env(db=db), create=create) as t:
             yield t
     except TidingsError as exc:
         raise fail(exc.message, exit_code(exc)) from None

@@ -8,7 +8,16 @@ from typing import Annotated, Any
 
 import typer
 
-from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption, TagOption, UrlOption, key_values
+from tidings.cli.options import (
+    DEFAULT_DB,
+    CreateOption,
+    DbOption,
+    JsonOption,
+    TagOption,
+    UrlOption,
+    creating,
+    key_values,
+)
 from tidings.cli.output import all_pages, emit_json, instant_option, line, report, table, tidings
 from tidings.cli.security import on_node_or_db
 from tidings.client import Tidings
@@ -71,10 +80,12 @@ def create(
         "--content-based-dedup", help="FIFO: deduplicate by a SHA-256 of the body.")] = False,
     tag: TagOption = None,
     db: DbOption = DEFAULT_DB,
+    create_folders: CreateOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Create a queue (creating it again with the same settings is fine)."""
-    with tidings(db) as t:
+    """Create a queue (creating it again with the same settings is fine). The first
+    queue may make a new database (see --create)."""
+    with tidings(db, create=creating(create_folders)) as t:
         if (dlq is None) != (max_receive_count is None):
             raise ValidationError("--dlq/--max-receive-count", "give both or neither")
         given = {

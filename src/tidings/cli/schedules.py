@@ -13,7 +13,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
 
-from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption, TagOption, key_values
+from tidings.cli.options import (
+    DEFAULT_DB,
+    CreateOption,
+    DbOption,
+    JsonOption,
+    TagOption,
+    creating,
+    key_values,
+    without_create,
+)
 from tidings.cli.output import all_pages, emit_json, errors_handled, line, report, table, tidings
 from tidings.clock import SystemClock, from_ms
 from tidings.errors import ValidationError
@@ -26,6 +35,7 @@ from tidings.server.native.schedule_views import (
     parse_instant,
     schedule_json,
 )
+from tidings.store import Create
 
 app = typer.Typer(help="Create, inspect and preview schedules.", no_args_is_help=True)
 groups_app = typer.Typer(help="Create, list and delete schedule groups.", no_args_is_help=True)
@@ -125,7 +135,8 @@ def _print_schedule(doc: dict[str, Any], as_json: bool) -> None:
 
 
 def _saving(how: str, doc: str) -> Callable[..., None]:
-    """`create` and `update` take the same options (AWS UpdateSchedule is a full replace)."""
+    """`create` and `update` take the same options (AWS UpdateSchedule is a full replace);
+    `update` changes what exists, so it has no `--create`."""
     def command(
         name: Name, expression: Expression, tz: Tz = "UTC", group: GroupOpt = DEFAULT_GROUP,
         start: Start = None, end: End = None, flexible_window: FlexWindow = None,
@@ -134,15 +145,17 @@ def _saving(how: str, doc: str) -> Callable[..., None]:
         webhook: WebhookTarget = None, function: FunctionTarget = None, input_: Input = None,
         group_id: GroupId = None, max_retries: MaxRetries = None,
         max_event_age: MaxAge = None, dlq: Dlq = None,
-        db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
+        db: DbOption = DEFAULT_DB, create_folders: CreateOption = False,
+        as_json: JsonOption = False,
     ) -> None:
-        _save(db, as_json, how, lambda: _spec(
+        opening = Create.NOTHING if how == "update" else creating(create_folders)
+        _save(db, opening, as_json, how, lambda: _spec(
             name, group, expression, tz, start, end, flexible_window, disabled,
             delete_after_completion, description,
             _target(queue, webhook, function, input_, group_id, max_retries, max_event_age,
                     dlq)))
     command.__doc__ = doc
-    return command
+    return without_create(command) if how == "update" else command
 
 
 app.command("create")(_saving(
@@ -157,10 +170,11 @@ app.command("update")(_saving(
     The next occurrence is computed afresh from now."""))
 
 
-def _save(db: str | None, as_json: bool, how: str, make: Callable[[], ScheduleSpec]) -> None:
+def _save(db: str | None, opening: Create, as_json: bool, how: str,
+          make: Callable[[], ScheduleSpec]) -> None:
     """Create or (fully) replace, then print the schedule as stored. The spec is built
     inside `tidings()`, which turns bad input into exit code 2 with the field named."""
-    with tidings(db) as t:
+    with tidings(db, create=opening) as t:
         spec = make()
         save = {"create": t.schedules.create, "update": t.schedules.update,
                 "apply": t.schedules.put}[how]
@@ -284,10 +298,11 @@ def group_create(
     name: GroupName,
     tag: TagOption = None,
     db: DbOption = DEFAULT_DB,
+    create_folders: CreateOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Create a schedule group."""
-    with tidings(db) as t:
+    """Create a schedule group (the first may make a new database: see --create)."""
+    with tidings(db, create=creating(create_folders)) as t:
         doc = group_json(t.schedules.create_group(name, key_values(tag, "--tag")),
                          t.schedules.group_arn(name))
     report(as_json, doc, f"created schedule group {name}")

@@ -13,10 +13,17 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 from prometheus_client.core import HistogramMetricFamily, Metric
 
+from tidings.version import VERSION
+
 REGISTRY = CollectorRegistry()
+
+# `tidings_build_info{version="…"} 1`, the Prometheus convention for what a process runs:
+# a dashboard joins it to other series, and a mixed cluster mid-upgrade shows.
+BUILD = Info("tidings_build", "The tidings release this process runs", registry=REGISTRY)
+BUILD.info({"version": VERSION})
 
 FIRED = Counter("tidings_schedule_firings", "Occurrences fired by the dispatcher",
                 ["target"], registry=REGISTRY)

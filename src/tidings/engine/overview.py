@@ -4,9 +4,10 @@ take and the queues' own counters: no full scan on a page view, whatever the dat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,38 @@ class NodeView:
     record: NodeRecord
     alive: bool
     stopped: bool  # said goodbye: shut down cleanly
+    #: Went silent, and a node started on its host after its last heartbeat (a supervisor
+    #: restarted it after a kill): shown, but not an alarm.
+    replaced: bool = False
+
+    @property
+    def state(self) -> str:
+        if self.alive:
+            return "alive"
+        return "stopped" if self.stopped else "replaced" if self.replaced else "silent"
+
+
+def mark_replaced(nodes: list[NodeView]) -> list[NodeView]:
+    """The nodes, a silent one marked `replaced` when a node of its host started after
+    its last heartbeat. Each newer node stands in for one silent node at most (matched in
+    time order), so where two nodes of a host died and one came back, one alarm stays."""
+    by_host: dict[str, list[NodeView]] = defaultdict(list)
+    for n in nodes:
+        by_host[n.record.host].append(n)
+    replaced: set[str] = set()
+    for group in by_host.values():
+        successors = sorted(group, key=lambda n: n.record.started_at)
+        taken: set[str] = set()
+        for dead in sorted((n for n in group if not n.alive and not n.stopped),
+                           key=lambda n: n.record.seen_at):
+            for newer in successors:
+                if newer.record.id not in taken and \
+                        newer.record.started_at > dead.record.seen_at:
+                    taken.add(newer.record.id)
+                    replaced.add(dead.record.id)
+                    break
+    return [dataclasses.replace(n, replaced=True) if n.record.id in replaced else n
+            for n in nodes]
 
 
 @dataclass(frozen=True)
@@ -127,6 +160,7 @@ class OverviewService:
             for at, kind, destination, message in activity.get("failures", []):
                 if at >= now - HOUR_MS:
                     failing[(kind, destination)].append((at, message))
+        nodes = mark_replaced(nodes)
         failures = sorted(
             (Failing(kind, dest, len(items), max(items)[0], max(items)[1])
              for (kind, dest), items in failing.items()),
@@ -155,9 +189,14 @@ class OverviewService:
         for name, _ in self.paused_campaigns():
             out.append((f"Campaign {name} is paused", f"/ui/campaigns/{name}"))
         for n in view.nodes:
-            if not n.alive and not n.stopped:
+            if n.state == "silent":
                 out.append((f"Node {n.record.host} (pid {n.record.pid}) stopped heart-beating",
                             ""))
+        versions = Counter(n.record.version for n in view.nodes if n.alive)
+        if len(versions) > 1:  # a rolling upgrade under way, or one forgotten half-way
+            out.append(("Nodes run different tidings versions: " + ", ".join(
+                f"{version} ({count})" for version, count in sorted(versions.items())) +
+                " (docs/upgrading.md)", ""))
         return out
 
     def paused_campaigns(self, limit: int = 20) -> list[tuple[str, int]]:

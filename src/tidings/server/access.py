@@ -16,9 +16,11 @@ the loop says how much of a token was right. A token is never logged: what the a
 and the server log show is the token's id (its name from the file, or `token-` and the
 first 8 hex digits of its hash).
 
-Whether tokens are required: yes when any are configured, or when the node listens beyond
-loopback (there, with none configured, everything but the open paths is refused) unless
-`--insecure-no-auth`. A development node (loopback, no credentials) lets everyone in.
+Whether tokens are required: yes when any credential is configured (API tokens or AWS
+keys, on loopback too: a reverse proxy on the same host makes every client "loopback"),
+or when the node listens beyond loopback unless `--insecure-no-auth`
+(`Settings.credentials_required`); required with none configured, every call but the
+open paths is refused. A development node (loopback, no credentials) lets everyone in.
 
 The console (or any other face) authorises a request with
 `Access.authorise(authorization_header, Scope.OPERATE)`, which returns the `Principal` or
@@ -147,8 +149,7 @@ class Access:
             tokens += read_tokens_file(settings.api_tokens_file)
         if settings.api_tokens:
             tokens += parse_tokens(settings.api_tokens)
-        exposed = not settings.loopback_only and not settings.insecure_no_auth
-        return cls(tokens, required=exposed)
+        return cls(tokens, required=settings.credentials_required)
 
     def identify(self, token: str) -> TokenEntry | None:
         """The entry whose hash matches `token`: every entry is compared, in constant time."""

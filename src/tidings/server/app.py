@@ -7,7 +7,6 @@ lifespan, so the engine loops start and stop with the server; tests build it bar
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -34,6 +33,7 @@ from tidings.server.native.auth import AuditTrail, authorise_native
 from tidings.server.native.deps import Context
 from tidings.server.native.models import HealthOut, ReadinessOut
 from tidings.server.readiness import may_see_details, readiness
+from tidings.version import VERSION
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[Any]]
 
@@ -56,13 +56,6 @@ class TidingsApp(FastAPI):
 def backend_name(url: str) -> str:
     scheme = urlparse(url).scheme
     return "postgresql" if scheme in ("postgres", "postgresql") else scheme
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("tidings")
-    except importlib.metadata.PackageNotFoundError:  # running from a source tree
-        return "0+unknown"
 
 
 def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer | None = None,
@@ -96,7 +89,7 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
 
     app = TidingsApp(
         title="tidings",
-        version=_version(),
+        version=VERSION,
         summary="Self-hosted queues: the native JSON API.",
         description="Queues with Amazon SQS semantics. Errors have the body "
         '`{"error": {"code", "message", "field"}}`; bad input is a 400 naming the field '
@@ -117,8 +110,9 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
 
     @app.get("/health", response_model=HealthOut, tags=["health"])
     async def health() -> dict[str, str]:
-        """Liveness: the process answers. `db` names the database backend in use."""
-        return {"status": "ok", "db": db}
+        """Liveness: the process answers. `db` names the database backend in use,
+        `version` the tidings release this node runs."""
+        return {"status": "ok", "db": db, "version": VERSION}
 
     @app.get("/health/ready", response_model=ReadinessOut, tags=["health"],
              responses={503: {"model": ReadinessOut,

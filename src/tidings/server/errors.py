@@ -29,6 +29,7 @@ from tidings.errors import (
     QueueNotFound,
     ReceiptHandleInvalid,
     ScheduleNotFound,
+    SchemaTooNew,
     StoreUnavailable,
     TidingsError,
     TooManyLongPolls,
@@ -61,6 +62,9 @@ ERROR_TABLE: dict[type[object], ErrorRow] = {
     BatchError: ErrorRow(400, "BatchError", "BatchError"),  # codes come from the instance
     PurgeInProgress: ErrorRow(403, "PurgeQueueInProgress", "PurgeQueueInProgress"),
     StoreUnavailable: ErrorRow(503, "ServiceUnavailable", "ServiceUnavailable"),
+    # a newer node migrated the database: this one stops (engine/schema_guard.py); the
+    # requests it still answers meanwhile are for another node to serve
+    SchemaTooNew: ErrorRow(503, "ServiceUnavailable", "ServiceUnavailable"),
     Unauthorized: ErrorRow(401, "MissingAuthenticationToken", "Unauthorized"),
     Forbidden: ErrorRow(403, "AccessDenied", "Forbidden"),
     PayloadTooLarge: ErrorRow(413, "RequestEntityTooLarge", "PayloadTooLarge"),

@@ -39,17 +39,14 @@ def describe(settings: Settings) -> list[str]:
     if settings.development_node:
         return ["development node (loopback, no credentials): no authentication, webhooks "
                 "may reach private addresses"]
-    out = []
+    if not settings.credentials_required:
+        return ["authentication OFF (--insecure-no-auth)"]
     native = settings.api_tokens or settings.api_tokens_file
     aws = settings.aws_keys or settings.aws_keys_file
-    if settings.insecure_no_auth and not settings.loopback_only:
-        out.append("authentication OFF (--insecure-no-auth)")
-    else:
-        out.append("native API: bearer tokens required" if native or not
-                   settings.loopback_only else "native API: open (loopback, no tokens)")
-        out.append("AWS APIs: SigV4 required" if aws or not settings.loopback_only
-                   else "AWS APIs: open (loopback, no keys)")
-    return out
+    return ["native API and console: bearer tokens required" + (
+                "" if native else " (none configured: every call is refused)"),
+            "AWS APIs: SigV4 required" + (
+                "" if aws else " (no keys configured: every call is refused)")]
 
 
 class OpenNodeWarning:

@@ -10,8 +10,8 @@ answer is 200 when every check is ok, else 503.
 The route is open (a probe seldom carries a token), but a reason can name a file path or
 a database host, and a consumer's its queue: reasons, instants and the names of the other
 components go only to a caller whose token may read, or to anyone where the node needs no
-token (loopback-only); others see whether the database, the dispatcher or some other part
-fails.
+token (a development node: loopback, no credentials); others see whether the database,
+the dispatcher or some other part fails.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ from urllib.parse import urlparse
 
 from tidings.errors import ValidationError
 from tidings.store.base import Store
+from tidings.store.migrate import Create
+
+__all__ = ["DEFAULT_URL", "Create", "Store", "open_store", "sqlite_path"]
 
 DEFAULT_URL = "sqlite:///tidings.db"
 
@@ -22,11 +25,14 @@ def sqlite_path(url: str) -> str:
 
 
 def open_store(url: str, *, now: int, sqlite_synchronous: str = "NORMAL",
-               sqlite_cache_mb: int = 32, check: str = "off") -> Store:
-    """The store for `url`: `SqlStore` over the driver its scheme names. `check` ("quick",
-    "full" or "off"): read a SQLite file whole for damage before writing to it (a node's
-    start); PostgreSQL checks its own pages as it reads them (and with data checksums,
-    their contents)."""
+               sqlite_cache_mb: int = 32, create: Create = Create.DATABASE,
+               check: str = "off") -> Store:
+    """The store for `url`: `SqlStore` over the driver its scheme names. `create` says
+    what opening may do where the database is missing or older than this release; a
+    database migrated by a newer release is refused (`SchemaTooNew`) whatever it says.
+    `check` ("quick", "full" or "off"): read a SQLite file whole for damage before writing
+    to it (a node's start); PostgreSQL checks its own pages as it reads them (and with
+    data checksums, their contents)."""
     from tidings.store.sqlstore import SqlStore
 
     scheme = urlparse(url).scheme
@@ -34,10 +40,11 @@ def open_store(url: str, *, now: int, sqlite_synchronous: str = "NORMAL",
         from tidings.store.drivers.sqlite import SQLiteDriver
 
         return SqlStore(SQLiteDriver(sqlite_path(url), now=now, synchronous=sqlite_synchronous,
-                                     cache_mb=sqlite_cache_mb, check=check))
+                                     cache_mb=sqlite_cache_mb, create=create,
+                                     check=check))
     if scheme in ("postgresql", "postgres"):
         from tidings.store.drivers.postgres import PostgresDriver
 
-        return SqlStore(PostgresDriver(url, now=now))
+        return SqlStore(PostgresDriver(url, now=now, create=create))
     raise ValidationError("db", f"unsupported database URL scheme {scheme!r}; use sqlite:/// "
                           "or postgresql://")

@@ -39,6 +39,7 @@ from tidings.model.schedules import (
 )
 from tidings.model.states import CampaignStatus, DeliveryState, MoveTaskStatus
 from tidings.store.driver import ConnectionLock
+from tidings.store.migrate import SchemaStatus
 
 # queues ------------------------------------------------------------------------------------
 
@@ -119,7 +120,13 @@ class QueueStore(Protocol):
         ...
 
     def get_or_create_secret(self, key: str, make: bytes) -> bytes:
-        """Return the stored secret `key`, storing `make` first if there is none (atomic)."""
+        """Return the stored secret `key`, storing `make` first if there is none (atomic);
+        a secret already there is read without writing."""
+        ...
+
+    def schema_status(self) -> SchemaStatus:
+        """The database's migrations against this release's, read now (a running node
+        looks for a newer node having migrated it: `engine/schema_guard.py`)."""
         ...
 
     def create_queue(self, name: str, attributes: QueueAttributes, now: int) -> QueueRecord:

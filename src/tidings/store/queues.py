@@ -38,6 +38,11 @@ def _attributes_doc(attributes: QueueAttributes) -> str:
 
 class SqlQueues(SqlBase):
     def get_or_create_secret(self, key: str, make: bytes) -> bytes:
+        # Read first: once there (every open but the first), no write, so a command that
+        # only reads can open a database this user may not write.
+        found = self._one("get_meta", (key,))
+        if found is not None:
+            return bytes(found[0])
         with self.driver.tx() as conn:
             conn.execute(self.q["put_meta_if_absent"], (key, make))
             return bytes(conn.execute(self.q["get_meta"], (key,)).fetchone()[0])

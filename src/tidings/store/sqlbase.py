@@ -12,6 +12,7 @@ from tidings.model.queues import FIFO_DEDUP_WINDOW_MS
 from tidings.notify.base import queue_channel
 from tidings.store.base import StoredSend
 from tidings.store.driver import Conn, ConnectionLock, Driver, Row
+from tidings.store.migrate import SchemaStatus, known, schema_status
 
 #: Advisory-lock keys (PostgreSQL; no-ops on SQLite, whose writes are serial anyway).
 FIFO_RECEIVE_LOCK = 7133001 << 32  # + queue id: the "nothing of this group in flight" check
@@ -50,6 +51,10 @@ class SqlBase:
 
     def ping(self) -> None:
         self._one("ping")
+
+    def schema_status(self) -> SchemaStatus:
+        # (no migrations table any more: nothing newer than this release, at least)
+        return schema_status(self.driver) or SchemaStatus({}, known(self.driver.name), None)
 
     def _one(self, query: str, args: Params = ()) -> Any:
         with (self.driver.read() if query in self._reads else self.driver.auto()) as conn:

@@ -107,3 +107,49 @@ def test_activity_keeps_one_hour(t: Tidings, clock: FrozenClock) -> None:
         assert len(activity["minutes"]) <= 61
     finally:
         bridge.close()
+
+
+def test_a_silent_node_replaced_on_its_host_is_not_an_alarm(t: Tidings,
+                                                           clock: FrozenClock) -> None:
+    bridge = Bridge(1)
+    try:
+        first = Heartbeat(t.store, clock, bridge, "0.3.0")
+        first.beat()  # ... then it is killed: no last beat
+        clock.advance(SILENT_AFTER_MS + 1)
+        assert [n.state for n in t.overview.overview().nodes] == ["silent"]
+        clock.advance(MINUTE_MS)
+        restarted = Heartbeat(t.store, clock, bridge, "0.3.0")  # same host, started later
+        restarted.beat()
+        view = t.overview.overview()
+        assert sorted(n.state for n in view.nodes) == ["alive", "replaced"]
+        assert not any("heart-beating" in text for text, _ in view.attention)
+    finally:
+        bridge.close()
+
+
+def test_one_newer_node_replaces_one_silent_node(t: Tidings, clock: FrozenClock) -> None:
+    """Two nodes of a host die, one comes back: one alarm stays."""
+    bridge = Bridge(1)
+    try:
+        for _ in range(2):
+            Heartbeat(t.store, clock, bridge, "0.3.0").beat()
+        clock.advance(SILENT_AFTER_MS + 1)
+        Heartbeat(t.store, clock, bridge, "0.3.0").beat()
+        view = t.overview.overview()
+        assert sorted(n.state for n in view.nodes) == ["alive", "replaced", "silent"]
+        assert len([text for text, _ in view.attention if "heart-beating" in text]) == 1
+    finally:
+        bridge.close()
+
+
+def test_a_mixed_cluster_is_shown(t: Tidings, clock: FrozenClock) -> None:
+    bridge = Bridge(1)
+    try:
+        for version in ("0.3.0", "0.3.0", "0.4.0"):
+            Heartbeat(t.store, clock, bridge, version).beat()
+        view = t.overview.overview()
+        assert sorted(n.record.version for n in view.nodes) == ["0.3.0", "0.3.0", "0.4.0"]
+        assert ("Nodes run different tidings versions: 0.3.0 (2), 0.4.0 (1) "
+                "(docs/upgrading.md)", "") in view.attention
+    finally:
+        bridge.close()

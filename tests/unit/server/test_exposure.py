@@ -8,7 +8,12 @@ import logging
 import pytest
 
 from tidings.errors import ValidationError
-from tidings.server.exposure import OpenNodeWarning, check_exposure, uvicorn_security
+from tidings.server.exposure import (
+    OpenNodeWarning,
+    check_exposure,
+    describe,
+    uvicorn_security,
+)
 from tidings.settings import Settings
 
 
@@ -42,3 +47,17 @@ def test_forwarded_headers_only_from_trusted_proxies() -> None:
     assert opts["proxy_headers"] is True and opts["forwarded_allow_ips"] == "10.0.0.5"
     with pytest.raises(ValidationError, match="tls"):
         uvicorn_security(Settings(tls_cert="cert.pem"))
+
+
+def test_any_credential_closes_every_api_on_loopback_too() -> None:
+    tokens, keys = "admin:" + "a" * 20, "AKID:secret"
+    assert not Settings().credentials_required  # a development node
+    assert Settings(api_tokens=tokens).credentials_required
+    assert Settings(aws_keys=keys).credentials_required
+    assert not Settings(host="0.0.0.0", insecure_no_auth=True).credentials_required
+    assert Settings(host="0.0.0.0", insecure_no_auth=True, aws_keys=keys).credentials_required
+    assert describe(Settings(api_tokens=tokens)) == [
+        "native API and console: bearer tokens required",
+        "AWS APIs: SigV4 required (no keys configured: every call is refused)"]
+    assert describe(Settings(host="0.0.0.0", insecure_no_auth=True)) == [
+        "authentication OFF (--insecure-no-auth)"]

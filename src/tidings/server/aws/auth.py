@@ -14,8 +14,10 @@ or in JSON `{"AKIDORDERS": {"secret": "secret1", "services": ["sqs"], "prefixes"
 ["orders-"]}}`. A call outside its grant is answered with AWS's `AccessDenied` (query
 protocol) / `AccessDeniedException` (JSON protocols), 403, as IAM would.
 
-Beyond loopback (and without `--insecure-no-auth`) signatures are required even with no
-keys configured: every call is then refused with `InvalidClientTokenId`.
+Where the node requires credentials (`Settings.credentials_required`: any credential
+configured, API tokens included, on loopback too; or beyond loopback without
+`--insecure-no-auth`) signatures are required even with no keys configured: every call
+is then refused with `InvalidClientTokenId`.
 
 The signature is checked over the request exactly as it arrived: the raw (still
 percent-encoded) path from the ASGI scope and the raw body bytes, since any re-encoding by
@@ -191,7 +193,7 @@ class Authenticator:
         loaded = load_grants(settings)
         return cls({k: s for k, (s, _) in loaded.items()}, clock, service,
                    grants={k: g for k, (_, g) in loaded.items()},
-                   required=not settings.loopback_only and not settings.insecure_no_auth)
+                   required=settings.credentials_required)
 
     @property
     def enabled(self) -> bool:

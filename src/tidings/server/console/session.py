@@ -6,9 +6,9 @@ read it), SameSite=Strict (no other site's page sends it) and Secure over TLS. E
 is a POST carrying a CSRF token derived from the session id, so even a page that could
 post to a loopback node without a cookie check (the open mode) cannot act through it.
 
-Where the node has no API tokens configured (on loopback, as the native API today), the
-viewer gets an anonymous session with every scope; otherwise they sign in with a token
-and get its scope.
+Where the node requires no credentials (a development node: loopback, none configured),
+the viewer gets an anonymous session with every scope; otherwise they sign in with a
+token and get its scope (`Settings.credentials_required`, as the native API).
 """
 
 from __future__ import annotations

@@ -283,6 +283,7 @@ class TagsIn(_In):
 class HealthOut(BaseModel):
     status: str
     db: str = Field(description="The database backend: sqlite or postgresql.")
+    version: str = Field(description="The tidings release this node runs.")
 
 
 class CheckOut(BaseModel):

@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool
 
 from tidings.errors import StoreUnavailable, ValidationError
 from tidings.store.driver import ConnectionLock, Row
-from tidings.store.migrate import migrate
+from tidings.store.migrate import Create, migrate
 from tidings.store.sqlfiles import queries
 
 #: Rows of `queue_counts` per queue: every node's sends and deletes add to a random one,
@@ -43,7 +43,8 @@ class PostgresDriver:
     #: other node's dispatcher takes the same rows while this one plans them.
     single_writer = False
 
-    def __init__(self, url: str, *, now: int, pool_size: int = 8) -> None:
+    def __init__(self, url: str, *, now: int, pool_size: int = 8,
+                 create: Create = Create.DATABASE) -> None:
         self.url = url
         self.max_concurrency = pool_size
         # A pool: every call may wait on the network, so none runs on the caller's thread.
@@ -55,11 +56,16 @@ class PostgresDriver:
                                         timeout=30.0, kwargs={"autocommit": True},
                                         name="tidings")
             self._pool.wait(timeout=30.0)
-            migrate(self, now)
-        except psycopg.Error as exc:
-            raise StoreUnavailable(f"cannot use PostgreSQL at {safe_url(url)}: {exc}") from exc
-        except TimeoutError as exc:
-            raise StoreUnavailable(f"cannot reach PostgreSQL at {safe_url(url)}") from exc
+            migrate(self, now, where=f"PostgreSQL at {safe_url(url)}", create=create)
+        except BaseException as exc:
+            # Refused (a newer schema, no database) or failed: no connection stays open.
+            if hasattr(self, "_pool"):
+                self._pool.close()
+            if isinstance(exc, psycopg.Error):
+                raise StoreUnavailable(f"cannot use PostgreSQL at {safe_url(url)}: {exc}") from exc
+            if isinstance(exc, TimeoutError):
+                raise StoreUnavailable(f"cannot reach PostgreSQL at {safe_url(url)}") from exc
+            raise
 
     @contextmanager
     def tx(self) -> Iterator[PgConn]:
@@ -84,6 +90,11 @@ class PostgresDriver:
                 yield conn
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+        except psycopg.errors.ReadOnlySqlTransaction as exc:
+            # A standby (after a failover the pool may still hold a connection to the old
+            # primary, now read-only) or default_transaction_read_only: not the request's
+            # fault, and over once the connection reaches a primary.
+            raise StoreUnavailable(f"PostgreSQL is read-only: {exc}") from exc
         except psycopg.DataError as exc:
             # SQLSTATE class 22: a value PostgreSQL cannot hold (a NUL character in text, a
             # number out of range). Input that got past validation: a 400, not a 500; the

@@ -43,11 +43,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tidings.errors import StoreCorrupt, StoreUnavailable, ValidationError
+from tidings.errors import DatabaseNotFound, StoreCorrupt, StoreUnavailable, ValidationError
 from tidings.store.driver import ConnectionLock, Row
 from tidings.store.drivers import sqlite_file
 from tidings.store.drivers.writer_lock import WriterLock
-from tidings.store.migrate import migrate
+from tidings.store.migrate import Create, migrate
 from tidings.store.sqlfiles import queries
 
 SYNCHRONOUS = ("NORMAL", "FULL", "EXTRA")
@@ -67,6 +67,10 @@ WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024
 WAL_CACHE_EVERY_S = 5.0
 #: Result codes (and their extended forms, e.g. SQLITE_IOERR_WRITE) that say "not now".
 _TRANSIENT = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_BUSY", "SQLITE_LOCKED")
+#: Result codes that say this process may not write the database, and how to say so.
+_UNWRITABLE = (("SQLITE_READONLY", "it is read-only to this process"),
+               ("SQLITE_CANTOPEN", "it cannot be opened"),
+               ("SQLITE_PERM", "permission denied"))
 log = logging.getLogger("tidings.sqlite")
 
 
@@ -76,20 +80,23 @@ class SQLiteDriver:
     single_writer = True
 
     def __init__(self, path: str, *, now: int, synchronous: str = "NORMAL",
-                 cache_mb: int = 32, check: str = "off") -> None:
-        """`check`: "quick" or "full" runs SQLite's `quick_check` or `integrity_check`
-        over the whole file before anything writes to it (what a node does at start,
-        docs/operations.md); "off" opens it as it is."""
+                 cache_mb: int = 32, create: Create = Create.DATABASE,
+                 check: str = "off") -> None:
+        """`create`: what opening may make where nothing is (`Create`). `check`: "quick" or
+        "full" runs SQLite's `quick_check` or `integrity_check` over the whole file before
+        anything writes to it (what a node does at start, docs/operations.md); "off" opens
+        it as it is."""
         if synchronous.upper() not in SYNCHRONOUS:
             raise ValidationError("TIDINGS_SQLITE_SYNCHRONOUS",
                                   f"must be one of {', '.join(SYNCHRONOUS)}")
         if check not in CHECKS:
             raise ValidationError("TIDINGS_SQLITE_CHECK", f"must be one of {', '.join(CHECKS)}")
         self.path = path
-        self.url = f"sqlite:///{path}"
+        # (absolute, for the start-up log: the default is relative to the working directory)
+        self.url = f"sqlite:///{_shown(path)}"
         self.queries = queries(self.name)
         if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            prepare_file(path, create)
         if path == ":memory:" or not os.path.exists(path):  # a new file: nothing to check
             check = "off"
         if check != "off":
@@ -99,9 +106,10 @@ class SQLiteDriver:
         self._read = _Autocommit(self, writes=False)
         self.inline_lock: ConnectionLock | None = self._lock
         self._writer = WriterLock(path)
+        conn: sqlite3.Connection | None = None
         try:
-            self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
-                                         timeout=30.0)
+            conn = self._conn = sqlite3.connect(path, isolation_level=None,
+                                                check_same_thread=False, timeout=30.0)
             for pragma in ("PRAGMA journal_mode=WAL",
                            f"PRAGMA synchronous={synchronous.upper()}",
                            "PRAGMA busy_timeout=30000",
@@ -116,16 +124,24 @@ class SQLiteDriver:
                            "PRAGMA temp_store=MEMORY",
                            f"PRAGMA wal_autocheckpoint={FOREGROUND_CHECKPOINT_PAGES}",
                            f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}"):
-                self._conn.execute(pragma)
+                conn.execute(pragma)
             if check != "off":
                 self._check_file(full=check == "full")
             with self._lock:
-                migrate(self, now)
+                migrate(self, now, where=_shown(path), create=create)
             self._checkpointer = None if path == ":memory:" else Checkpointer(path)
-        except sqlite3.Error as exc:
-            if sqlite_file.corruption(exc):
-                raise StoreCorrupt(self._damaged(exc)) from exc
-            raise StoreUnavailable(f"cannot open SQLite database {path!r}: {exc}") from exc
+        except BaseException as exc:
+            # Refused (a newer schema, no database, damage) or failed: nothing stays open.
+            if conn is not None:
+                conn.close()
+            self._writer.close()
+            if isinstance(exc, sqlite3.Error):
+                if sqlite_file.corruption(exc):
+                    raise StoreCorrupt(self._damaged(exc)) from exc
+                self._raise_if_unwritable(exc)
+                raise StoreUnavailable(f"cannot open SQLite database {_shown(path)!r}: "
+                                       f"{exc}") from exc
+            raise
 
     #: Set by the first statement that met damage (the reason): every later call is
     #: refused with it. Never cleared: damage does not heal; a restore replaces the file.
@@ -212,18 +228,31 @@ class SQLiteDriver:
 
     def _raise_if_transient(self, exc: sqlite3.Error) -> None:
         """Also latches damage (`corrupt`): not transient, but not the caller's fault
-        either, and the loops must not die of it."""
+        either, and the loops must not die of it; and names a read-only file or folder."""
         if sqlite_file.corruption(exc):
             if self.corrupt is None:
                 self.corrupt = self._damaged(exc)
                 log.critical("%s: this process refuses every call on it from now on",
                              self.corrupt)
             raise StoreCorrupt(self.corrupt) from exc
+        self._raise_if_unwritable(exc)
         name = getattr(exc, "sqlite_errorname", "") or ""
         if name.startswith(_TRANSIENT):
             raise StoreUnavailable(
                 f"SQLite database {self.path!r} cannot be written now ({name}: {exc});"
                 " retry later") from exc
+
+    def _raise_if_unwritable(self, exc: sqlite3.Error) -> None:
+        """A read-only file or folder (or one that cannot be opened): one line naming
+        them, instead of a traceback that ends in "attempt to write a readonly database"."""
+        name = getattr(exc, "sqlite_errorname", "") or ""
+        why = next((text for prefix, text in _UNWRITABLE if name.startswith(prefix)), None)
+        if why is not None:
+            file = Path(self.path).absolute()
+            raise StoreUnavailable(
+                f"cannot write the SQLite database {file}: {why} ({name}); check that this "
+                f"user may write the file and its folder {file.parent} (SQLite writes its "
+                "-wal and -shm files beside it)") from exc
 
     def close(self) -> None:
         if self._checkpointer is not None:
@@ -380,6 +409,40 @@ def _json_texts(values: list[str]) -> str | None:
 
 def _json_ints(values: list[int]) -> str:
     return f"[{','.join(map(str, values))}]"
+
+
+def _shown(path: str) -> str:
+    """The path in messages: absolute, since the default is relative to the working
+    directory, which a reader of the log may not know."""
+    return path if path == ":memory:" else str(Path(path).absolute())
+
+
+def prepare_file(path: str, create: Create) -> None:
+    """Refuse what opening `path` must not do (`Create`), before SQLite would make an
+    empty file there: a missing database where nothing may be created, a new one in a
+    folder that does not exist (a mistyped path, unless `Create.FOLDERS`), a file or
+    folder this user cannot write where the node is to write."""
+    file = Path(path).absolute()
+    folder = file.parent
+    if not file.exists():
+        if create is Create.NOTHING:
+            raise DatabaseNotFound(str(file), f"there is no tidings database at {file}: "
+                                   "check --db or TIDINGS_DB (`tidings migrate` or a node "
+                                   "makes a new one; this command does not)")
+        if not folder.is_dir():
+            if create is not Create.FOLDERS:
+                raise ValidationError("db", f"the folder {folder} does not exist, so {file} "
+                                      "would be a new, empty database: check the path, or "
+                                      "pass --create to make the folder (in Python: "
+                                      "create=Create.FOLDERS)")
+            folder.mkdir(parents=True, exist_ok=True)
+    if create is Create.NOTHING:
+        return  # reading a read-only file is fine; a write to it fails with its path
+    for target, what in ((file, "file"), (folder, "folder")):
+        if target.exists() and not os.access(target, os.W_OK):
+            raise StoreUnavailable(f"cannot write the SQLite database {file}: its {what} "
+                                   f"{target} is read-only to this user (SQLite writes the "
+                                   "file, and its -wal and -shm files beside it)")
 
 
 class _Autocommit:

@@ -13,7 +13,11 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     version bigint PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL);
 
 -- name: applied_migrations
-SELECT version FROM schema_migrations;
+SELECT version, name FROM schema_migrations;
+
+-- name: table_exists
+-- Resolved through the search_path, as the unqualified names of every other query are.
+SELECT (to_regclass(%s) IS NOT NULL)::int;
 
 -- name: record_migration
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (%s, %s, %s);
@@ -54,6 +58,10 @@ SELECT value FROM meta WHERE key = %s;
 
 -- name: put_meta_if_absent
 INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING;
+
+-- name: put_meta
+INSERT INTO meta (key, value) VALUES (%s, %s)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- ---------------------------------------------------------------------------------------
 -- queues

@@ -12,7 +12,10 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
     version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 
 -- name: applied_migrations
-SELECT version FROM schema_migrations;
+SELECT version, name FROM schema_migrations;
+
+-- name: table_exists
+SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?;
 
 -- name: record_migration
 INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?);
@@ -44,6 +47,10 @@ SELECT value FROM meta WHERE key = ?;
 
 -- name: put_meta_if_absent
 INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING;
+
+-- name: put_meta
+INSERT INTO meta (key, value) VALUES (?, ?)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value;
 
 -- ---------------------------------------------------------------------------------------
 -- queues
