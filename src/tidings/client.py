@@ -21,7 +21,7 @@ from tidings.model.receipts import ReceiptSigner
 from tidings.notify.base import Notifier
 from tidings.notify.local import LocalNotifier
 from tidings.settings import Settings
-from tidings.store import Create, open_store
+from tidings.store import Create, open_store, sqlite_path
 from tidings.store.base import Store
 from tidings.store.migrate import SchemaStatus
 from tidings.targets.guard import WebhookGuard
@@ -109,13 +109,19 @@ class Tidings(AbstractContextManager["Tidings"]):
 
 
 def default_notifier(url: str) -> Notifier:
-    """LISTEN/NOTIFY on PostgreSQL, so other nodes' writes wake this one; in-process only
-    on SQLite, where other processes' writes are found by the fallback poll."""
+    """What wakes this process when another one writes: LISTEN/NOTIFY on PostgreSQL, Unix
+    datagrams between the processes of one SQLite file (`notify/sqlite.py`); in-process
+    only for an in-memory database."""
     if url.startswith(("postgresql:", "postgres:")):
         from tidings.notify.postgres import PostgresNotifier
 
         return PostgresNotifier(url)
-    return LocalNotifier()
+    path = sqlite_path(url) if url.startswith("sqlite:") else ":memory:"
+    if path == ":memory:":
+        return LocalNotifier()
+    from tidings.notify.sqlite import SqliteNotifier
+
+    return SqliteNotifier(path)
 
 
 def connect(url: str | None = None, **kwargs: Any) -> Tidings:

@@ -1,0 +1,165 @@
+"""SQLite notifier: wake-ups between the processes that share one database file.
+
+PostgreSQL carries wake-ups with LISTEN/NOTIFY; a SQLite file has nothing of the kind, so
+a job sent by a web process (or a CLI, a cron script, the API of another app) was found
+by the node only at its next poll, up to a second later. Here every process that waits
+(a node's consumers and dispatcher, a long poll) binds a Unix datagram socket in a
+directory beside the database file (`<file>-notify/`, or one under the temporary
+directory named after the file when that path is too long for a socket); every process
+that writes sends the channel it notified (`queue:12`, `schedules`) to each socket there
+after its commit. The listener thread turns a datagram into a local notification.
+
+What it costs: a process that never waits binds nothing and starts no thread; a
+notification is one `sendto` per other listening process (~2 µs), the directory listing
+is read again only when its mtime moves. Idle, nothing runs: the listener blocks in
+`recv`. A datagram lost (a full socket buffer, a listener starting late) costs latency
+only, as any lost wake-up: every waiter still looks again after its timeout. A socket
+left by a process killed -9 is removed by the first sender that finds nobody reading it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import logging
+import os
+import secrets
+import socket
+import tempfile
+import threading
+from pathlib import Path
+
+from tidings.notify.local import LocalNotifier
+
+log = logging.getLogger("tidings.notify")
+
+#: AF_UNIX paths are limited to 108 bytes on Linux (104 on macOS), the terminator included.
+MAX_SOCKET_PATH = 100
+MAX_DATAGRAM = 256  # a channel name: `queue:<id>` or `schedules`
+
+
+def notify_dir(db_path: str) -> Path:
+    """Where the listening processes of the file `db_path` keep their sockets."""
+    real = os.path.realpath(db_path)
+    beside = Path(real + "-notify")
+    if len(str(beside)) + 40 <= MAX_SOCKET_PATH:
+        return beside
+    digest = hashlib.sha256(real.encode()).hexdigest()[:24]
+    return Path(tempfile.gettempdir()) / f"tidings-notify-{digest}"
+
+
+class SqliteNotifier(LocalNotifier):
+    def __init__(self, db_path: str) -> None:
+        super().__init__()
+        self.directory = notify_dir(db_path)
+        self._send = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._send.setblocking(False)
+        self._peers: list[str] = []
+        self._peers_mtime: int | None = None
+        self._peers_lock = threading.Lock()
+        self._own: str | None = None
+        self._recv: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self._tried = False  # to listen: once, whatever came of it
+        self._closed = False
+
+    # waiting ----------------------------------------------------------------------------
+
+    def _ensure_listening(self) -> None:
+        if self._tried:
+            return
+        with self._start_lock:
+            if self._tried or self._closed:
+                return
+            self._tried = True
+            try:
+                self.directory.mkdir(mode=0o700, exist_ok=True)
+                path = str(self.directory / f"{os.getpid()}-{secrets.token_hex(4)}.sock")
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                sock.bind(path)
+            except OSError as exc:
+                # A read-only folder, say: this process is woken by its own writes only,
+                # and finds other processes' work by its polls, as before.
+                log.warning("cannot listen for other processes' wake-ups in %s (%s); "
+                            "their work is found by polling", self.directory, exc)
+                return
+            self._recv, self._own = sock, path
+            self._thread = threading.Thread(target=self._listen, name="tidings-wakeups",
+                                            daemon=True)
+            self._thread.start()
+
+    async def wait(self, channel: str, seen: int, timeout: float) -> bool:
+        self._ensure_listening()
+        return await super().wait(channel, seen, timeout)
+
+    def wait_sync(self, channel: str, seen: int, timeout: float) -> bool:
+        self._ensure_listening()
+        return super().wait_sync(channel, seen, timeout)
+
+    def _listen(self) -> None:
+        sock = self._recv
+        assert sock is not None
+        while True:
+            try:
+                data = sock.recv(MAX_DATAGRAM)
+            except OSError:
+                return  # closed
+            if not data:  # close() wakes the thread with an empty datagram
+                if self._closed:
+                    return
+                continue
+            super().notify(data.decode("utf-8", "replace"))
+
+    # notifying --------------------------------------------------------------------------
+
+    def notify(self, channel: str) -> None:
+        super().notify(channel)
+        data = channel.encode()
+        for peer in self._current_peers():
+            try:
+                self._send.sendto(data, peer)
+            except BlockingIOError:
+                pass  # its buffer is full: it has wake-ups to read already
+            except (ConnectionRefusedError, FileNotFoundError):
+                self._forget(peer)  # nobody reads it: its process is gone
+            except OSError as exc:
+                if exc.errno not in (errno.ENOBUFS, errno.EAGAIN):
+                    log.debug("wake-up to %s not sent: %s", peer, exc)
+
+    def _current_peers(self) -> list[str]:
+        try:
+            mtime = os.stat(self.directory).st_mtime_ns
+        except OSError:
+            return []  # no process listens on this file
+        if mtime != self._peers_mtime:
+            with self._peers_lock:
+                try:
+                    names = sorted(os.listdir(self.directory))
+                except OSError:
+                    names = []
+                self._peers = [str(self.directory / n) for n in names
+                               if n.endswith(".sock") and str(self.directory / n) != self._own]
+                self._peers_mtime = mtime
+        return self._peers
+
+    def _forget(self, peer: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(peer)  # moves the folder's mtime: the next notify lists it again
+        with self._peers_lock:
+            self._peers = [p for p in self._peers if p != peer]
+
+    def close(self) -> None:
+        with self._start_lock:
+            self._closed = True
+        if self._own is not None:
+            with contextlib.suppress(OSError):
+                self._send.sendto(b"", self._own)  # the listener's last datagram
+            if self._thread is not None:
+                self._thread.join(timeout=2)
+            with contextlib.suppress(OSError):
+                os.unlink(self._own)
+        if self._recv is not None:
+            self._recv.close()
+        self._send.close()
