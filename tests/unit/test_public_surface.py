@@ -10,7 +10,8 @@ from tidings.engine.campaigns import CampaignService
 from tidings.engine.queues import QueueService
 from tidings.engine.schedules import ScheduleService
 
-INTERNAL = {"sweep", "advance_move_tasks", "prepare_many", "complete_job", "complete_jobs"}
+INTERNAL = {"sweep", "advance_move_tasks", "prepare_many", "complete_job", "complete_jobs",
+            "lease", "receive_step", "ensure_internal", "enqueue_internal"}
 
 
 def public(cls: type) -> set[str]:

@@ -254,7 +254,7 @@ class EmailService:
         self.store.insert_delivery(delivery)
         ensure_internal_queues(self.queues)
         try:
-            self.queues.enqueue_internal(EMAIL_QUEUE, job)
+            self.queues.ops.enqueue_internal(EMAIL_QUEUE, job)
         except Exception as exc:
             self.store.update_delivery(delivery_id, DeliveryState.QUEUED, DeliveryState.FAILED,
                                        f"could not be queued: {exc}", 0, self.clock.now_ms())

@@ -80,7 +80,7 @@ class Targets:
             if self.email is not None and self.email.relay:
                 return await self.email.deliver(target, body, ctx, attempt)
             # Routed here by a function: to the email queue, for a node with a relay.
-            await asyncio.to_thread(self.queues.enqueue_internal, EMAIL_QUEUE,
+            await asyncio.to_thread(self.queues.ops.enqueue_internal, EMAIL_QUEUE,
                                     json.dumps(delivery_job(ctx, target, body)))
             return "queued"
         raise DeliveryError("UnsupportedTarget", f"{target.kind} targets are not available",
@@ -164,7 +164,8 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
         if target.kind is TargetKind.EMAIL and job.queue != EMAIL_QUEUE:
             # Queued before email had its own queue: move it there, where only a node
             # with a relay takes it.
-            await asyncio.to_thread(queues.enqueue_internal, EMAIL_QUEUE, json.dumps(job.payload))
+            await asyncio.to_thread(queues.ops.enqueue_internal, EMAIL_QUEUE,
+                                    json.dumps(job.payload))
             return
         body = render_input(job.payload.get("input") or "{}", ctx, job.attempt)
         kind = target.kind.value

@@ -173,7 +173,7 @@ class TimeTravel:
             self.clock.set(max(nxt, self.clock.now_ms()))
         self.clock.set(until)
         await self._settle()
-        self.tidings.queues._sweep(self.settings.job_memory_s)
+        self.tidings.queues.ops.sweep(self.settings.job_memory_s)
 
     async def _settle(self) -> None:
         for _ in range(MAX_ROUNDS):
