@@ -271,7 +271,7 @@ class QueueService:
         """Withdraw a delayed message before it becomes visible (what a task handle's
         `cancel()` does); False if it is already visible, received or gone."""
         self._refuse_internal(queue, "changed")
-        record = self.get_queue_cached(queue)
+        record = self.ops.get_queue_cached(queue)
         return self.store.cancel_message(record.id, message_id, visible_at,
                                          self.clock.now_ms())
 
@@ -306,7 +306,7 @@ class QueueService:
         result list holds a SendResult or the error of each. The group commit of concurrent
         single sends (`Coalescer`) and batches both land here."""
         self._refuse_internal(queue, "sent to")
-        return self.ops.send(self.get_queue_cached(queue), messages, max_delay_s=max_delay_s,
+        return self.ops.send(self.ops.get_queue_cached(queue), messages, max_delay_s=max_delay_s,
                              max_total_bytes=max_total_bytes, connection=connection)
 
     def new_message(self, record: QueueRecord, body: str, *, now: int,
@@ -329,8 +329,7 @@ class QueueService:
                 visibility_s: int | None = None) -> list[ReceivedMessage]:
         """Receive, long polling up to `wait_s` seconds on this thread."""
         self._refuse_internal(queue, "received from")
-        return self._receiver.receive(queue, max_messages, wait_s=wait_s,
-                                      visibility_s=visibility_s)
+        return self._receiver.receive(queue, max_messages, wait_s, visibility_s)
 
     async def receive_async(self, bridge: Any, queue: str, max_messages: int = 1, *,
                             wait_s: int | None = None, visibility_s: int | None = None,

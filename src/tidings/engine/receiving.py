@@ -91,8 +91,8 @@ class Receiver:
                 return got
             await wait(record, channel, seen, deadline)
 
-    def receive(self, queue: str, max_messages: int = 1, *, wait_s: int | None = None,
-                visibility_s: int | None = None) -> list[ReceivedMessage]:
+    def receive(self, queue: str, max_messages: int, wait_s: int | None,
+                visibility_s: int | None) -> list[ReceivedMessage]:
         """Receive, long polling up to `wait_s` seconds on this thread."""
         record, n, vt, wait = self._receive_args(queue, max_messages, wait_s, visibility_s)
         return run_inline(self._long_poll(record, n, vt, wait, self._look_here,
