@@ -107,10 +107,11 @@ class Node:
                                                   t.notifier, self.bridge,
                                                   idle_poll_s=idle_poll_s,
                                                   health=self.health)
-        self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret(),
+        self.targets = Targets(t.queues, self.bridge, app.functions if app else {},
+                               t.webhook_secret(),
                                email=EmailDelivery(t.email, self.bridge, settings),
                                webhook_guard=t.schedules.webhook_guard)
-        self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock,
+        self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock, self.bridge,
                                                   firings=t.firing_log), t.queues,
                                    self.bridge, concurrency=settings.concurrency,
                                    grace_s=settings.shutdown_grace_s, health=self.health)
@@ -120,7 +121,7 @@ class Node:
         self.services += [firing, self.deliveries, self.heartbeat, self.schema_guard]
         if settings.smtp_url:
             self.services.append(Consumer(
-                delivery_app(self.targets, t.queues, t.clock, queue=EMAIL_QUEUE,
+                delivery_app(self.targets, t.queues, t.clock, self.bridge, queue=EMAIL_QUEUE,
                              firings=t.firing_log), t.queues,
                 self.bridge, concurrency=settings.concurrency,
                 grace_s=settings.shutdown_grace_s, health=self.health))

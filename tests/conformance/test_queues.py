@@ -220,11 +220,11 @@ def test_move_task_rate_limited(t: Tidings, clock: FrozenClock) -> None:
     handle = q.start_move_task("dlq", "dest", max_per_second=3)
     with pytest.raises(ValidationError):
         q.start_move_task("dlq", "dest")  # one running task per source
-    assert q._advance_move_tasks(1.0) == 3
+    assert q.ops.advance_move_tasks(1.0) == 3
     [task] = q.list_move_tasks("dlq")
     assert task.status == "RUNNING" and task.moved == 3 and task.to_move == 10
-    assert q._advance_move_tasks(2.0) == 6
-    assert q._advance_move_tasks(1.0) == 1
+    assert q.ops.advance_move_tasks(2.0) == 6
+    assert q.ops.advance_move_tasks(1.0) == 1
     [task] = q.list_move_tasks("dlq")
     assert task.status == "COMPLETED" and task.moved == 10
     assert q.describe("dest").counts.visible == 10
@@ -243,7 +243,7 @@ def test_retention_expiry(t: Tidings, clock: FrozenClock) -> None:
     clock.advance(1_000)
     msgs = q.receive("short", 10, wait_s=0, visibility_s=0)
     assert [m.body for m in msgs] == ["young"]
-    assert q._sweep(job_memory_s=3600) == 1
+    assert q.ops.sweep(job_memory_s=3600) == 1
     assert q.describe("short").counts.visible == 1
 
 

@@ -346,7 +346,7 @@ def test_dead_letters_and_message_move_tasks(sqs: Any, node: tuple[Tidings, str]
     handle = sqs.start_message_move_task(SourceArn=dlq_arn)["TaskHandle"]
     running = sqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
     assert running[0]["Status"] == "RUNNING" and running[0]["TaskHandle"] == handle
-    node[0].queues._advance_move_tasks(1.0)  # the sweeper's step, run here at once
+    node[0].queues.ops.advance_move_tasks(1.0)  # the sweeper's step, run here at once
     done = sqs.list_message_move_tasks(SourceArn=dlq_arn, MaxResults=10)["Results"]
     assert done[0]["Status"] == "COMPLETED" and done[0]["ApproximateNumberOfMessagesMoved"] == 1
     assert sqs.receive_message(QueueUrl=src)["Messages"][0]["Body"] == "poison"

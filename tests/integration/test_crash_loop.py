@@ -71,7 +71,7 @@ def _prepare(url: str) -> None:
         t.queues.create_queue("jobs", retention_s=86400)
         t.queues.create_queue("work", visibility_timeout_s=3)
         for internal in (DELIVERY_QUEUE, EMAIL_QUEUE):
-            t.queues.ensure_internal(internal, visibility_timeout_s=3,
+            t.queues.ops.ensure_internal(internal, visibility_timeout_s=3,
                                      retention_s=RETENTION_S)
         t.email.create_template("hello", "Hi {{name}}", text="Hello {{name}}")
 

@@ -54,7 +54,7 @@ def test_a_copy_of_a_done_delivery_is_recorded_not_delivered(t: Tidings) -> None
             if not receiver.got or counts.visible + counts.in_flight:
                 return False
             if not copied:  # the first ran to success: now its copy arrives
-                t.queues.enqueue_internal(DELIVERY_QUEUE, job)
+                t.queues.ops.enqueue_internal(DELIVERY_QUEUE, job)
                 copied = True
                 return False
             firings = t.schedule_search.detail("default", "hook").firings

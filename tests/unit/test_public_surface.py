@@ -1,5 +1,7 @@
 """What `t.queues`, `t.schedules`, `t.email` and `t.campaigns` show a user is what a user
-calls: the engine's own steps (maintenance, group-commit reads) are not public methods."""
+calls: the engine's own steps (maintenance, leases, sends to tidings' own queues) are public
+on the small object the engine holds (`t.queues.ops`), not on the services. (The email
+target's batch read and write, `prepare_many` / `record_many`, are `EmailService`'s.)"""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from tidings.engine.campaigns import CampaignService
 from tidings.engine.queues import QueueService
 from tidings.engine.schedules import ScheduleService
 
-INTERNAL = {"sweep", "advance_move_tasks", "prepare_many", "complete_job", "complete_jobs"}
+INTERNAL = {"sweep", "advance_move_tasks", "complete_job", "complete_jobs",
+            "lease", "receive_step", "ensure_internal", "enqueue_internal"}
 
 
 def public(cls: type) -> set[str]:

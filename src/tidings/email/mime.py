@@ -66,13 +66,6 @@ class Outgoing:
     unsubscribe: Unsubscribe | None = None
 
 
-def make_message_id(ident: str, from_address: str) -> str:
-    """`ident@sender-domain`: stable for one delivery, so retries keep the same id and a
-    receiver can drop a duplicate."""
-    domain = split_display(from_address)[1].rpartition("@")[2] or "tidings.invalid"
-    return f"{ident}@{domain}"
-
-
 def _is_ascii(value: str) -> bool:
     return value.isascii()
 

@@ -254,7 +254,7 @@ class EmailService:
         self.store.insert_delivery(delivery)
         ensure_internal_queues(self.queues)
         try:
-            self.queues.enqueue_internal(EMAIL_QUEUE, job)
+            self.queues.ops.enqueue_internal(EMAIL_QUEUE, job)
         except Exception as exc:
             self.store.update_delivery(delivery_id, DeliveryState.QUEUED, DeliveryState.FAILED,
                                        f"could not be queued: {exc}", 0, self.clock.now_ms())
@@ -268,9 +268,10 @@ class EmailService:
         domain = bare_address(msg.from_address).rpartition("@")[2] or "tidings.invalid"
         return f"{delivery_id}@{domain}"
 
-    # what a delivery attempt needs (run on the store's thread) --------------------------------
+    # what a delivery attempt needs (the email target's batch read and write, run on the
+    # store's thread by its group commits) ------------------------------------------------
 
-    def _prepare_many(self, requests: Sequence[tuple[EmailMessage, str]],
+    def prepare_many(self, requests: Sequence[tuple[EmailMessage, str]],
                      ) -> list[Prepared | TidingsError]:
         """For each (message, delivery id): its compiled template, which recipients are
         suppressed, and its log row; one store trip for many concurrent deliveries."""
@@ -303,12 +304,6 @@ class EmailService:
             out.append(Prepared(template, mine, existing.get(delivery_id)))
         return out
 
-    def prepare(self, msg: EmailMessage, delivery_id: str) -> Prepared:
-        result = self._prepare_many([(msg, delivery_id)])[0]
-        if isinstance(result, TidingsError):
-            raise result
-        return result
-
     def record_many(self, items: Sequence[tuple[Delivery, tuple[str, ...]]]) -> list[bool]:
         """Log attempts' outcomes in one transaction; bounced addresses are suppressed."""
         bounced = [(normalise_address(a), d.updated_at) for d, refused in items for a in refused]
@@ -316,9 +311,6 @@ class EmailService:
             self.store.add_suppressions([a for a, _ in bounced], SuppressionReason.BOUNCE,
                                         bounced[0][1])
         return self.store.record_deliveries([d for d, _ in items])
-
-    def record(self, delivery: Delivery, bounced: tuple[str, ...] = ()) -> bool:
-        return self.record_many([(delivery, bounced)])[0]
 
     def mark_failed(self, delivery_id: str, detail: str, attempts: int) -> bool:
         """Retries ran out: a delivery still QUEUED becomes FAILED (final states stay)."""

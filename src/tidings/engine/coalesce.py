@@ -100,14 +100,14 @@ class Coalescer:
                     ) -> list[ReceivedMessage]:
         if record.attributes.fifo:
             got: list[ReceivedMessage] = await self.bridge.run_short(
-                self.queues._receive_step, record, n, visibility_s)
+                self.queues.ops.receive_step, record, n, visibility_s)
             return got
         return await self._receives.submit((record.id, visibility_s), (record, n))
 
     def _receive_group(self, key: tuple[int, int | None],
                        wants: Sequence[tuple[QueueRecord, int]]) -> list[list[ReceivedMessage]]:
         """One lease for the group, handed out in arrival order (store thread)."""
-        got = self.queues._receive_step(wants[0][0], sum(n for _, n in wants), key[1])
+        got = self.queues.ops.receive_step(wants[0][0], sum(n for _, n in wants), key[1])
         out, at = [], 0
         for _, n in wants:
             out.append(got[at:at + n])

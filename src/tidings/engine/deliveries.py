@@ -5,6 +5,9 @@ A failed attempt is retried with exponential backoff and jitter until the target
 policy is exhausted (MaximumRetryAttempts, or MaximumEventAgeInSeconds counted from the
 scheduled time) or the failure is permanent; then the dead-letter event goes to the
 schedule's DLQ (if it has one) and the delivery is acknowledged.
+
+Every store call here goes through the node's `Bridge`, whose pool is sized for the store
+(one thread on SQLite); only a user's synchronous function runs on a thread of its own.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from tidings.clock import Clock
 from tidings.engine import metrics
+from tidings.engine.bridge import Bridge
 from tidings.engine.consumers import App, Job
 from tidings.engine.firing_log import FiringLog, Outcome
 from tidings.engine.internal_queues import DELIVERY_QUEUE, EMAIL_QUEUE
@@ -45,10 +49,11 @@ MAX_ROUTE_DEPTH = 4
 class Targets:
     """Delivers one input to one non-queue target."""
 
-    def __init__(self, queues: QueueService, functions: dict[str, Any],
+    def __init__(self, queues: QueueService, bridge: Bridge, functions: dict[str, Any],
                  webhook_secret: bytes, email: EmailDelivery | None = None,
                  webhook_guard: WebhookGuard | None = None) -> None:
         self.queues = queues
+        self.bridge = bridge
         self.functions = functions
         self.webhooks = WebhookSender(webhook_secret, webhook_guard)
         self.email = email
@@ -64,10 +69,10 @@ class Targets:
             return "delivered"
         if target.kind is TargetKind.QUEUE:
             try:
-                await asyncio.to_thread(self.queues.send, target.destination, body,
-                                        group_id=target.message_group_id,
-                                        deduplication_id=ctx.execution_id
-                                        if target.destination.endswith(".fifo") else None)
+                await self.bridge.run(self.queues.send, target.destination, body,
+                                      group_id=target.message_group_id,
+                                      deduplication_id=ctx.execution_id
+                                      if target.destination.endswith(".fifo") else None)
             except QueueNotFound as exc:
                 # Retried: the queue may be created before the retry policy runs out.
                 raise DeliveryError("QueueDoesNotExist", exc.message, retryable=True) from None
@@ -80,8 +85,8 @@ class Targets:
             if self.email is not None and self.email.relay:
                 return await self.email.deliver(target, body, ctx, attempt)
             # Routed here by a function: to the email queue, for a node with a relay.
-            await asyncio.to_thread(self.queues.enqueue_internal, EMAIL_QUEUE,
-                                    json.dumps(delivery_job(ctx, target, body)))
+            await self.bridge.run(self.queues.ops.enqueue_internal, EMAIL_QUEUE,
+                                  json.dumps(delivery_job(ctx, target, body)))
             return "queued"
         raise DeliveryError("UnsupportedTarget", f"{target.kind} targets are not available",
                             retryable=False)
@@ -97,7 +102,7 @@ class Targets:
         try:
             if inspect.iscoroutinefunction(fn):
                 result = await fn(event)
-            else:
+            else:  # the user's code, which may take its time: not on the store's pool
                 result = await asyncio.to_thread(fn, event)
         except Exception as exc:  # noqa: BLE001 - the user's code failed: a retry
             raise DeliveryError("FunctionError", f"{type(exc).__name__}: {exc}") from exc
@@ -127,10 +132,11 @@ class Targets:
             await self.email.close()
 
 
-def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
+def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: Bridge, *,
                  queue: str = DELIVERY_QUEUE, firings: FiringLog | None = None) -> App:
     """The built-in app whose one handler performs the deliveries of an internal queue
-    (`DELIVERY_QUEUE` on every node; `EMAIL_QUEUE` on nodes with an SMTP relay)."""
+    (`DELIVERY_QUEUE` on every node; `EMAIL_QUEUE` on nodes with an SMTP relay); its
+    store calls go through `bridge`, the node's."""
     app = App(queue=queue, retry_base_s=1.0, retry_max_s=300.0, create_queues=False,
               poison="retry")
 
@@ -142,8 +148,8 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
         before the dispatcher named the schedule, or a resend, has none to go to)."""
         schedule_id = schedule_id_of(job.payload)
         if firings is not None and schedule_id is not None:
-            await asyncio.to_thread(firings.record, schedule_id, ctx.scheduled_time, outcome,
-                                    job.attempt, detail)
+            await bridge.run(firings.record, schedule_id, ctx.scheduled_time, outcome,
+                             job.attempt, detail)
 
     async def duplicates(jobs: list[Job]) -> None:
         """Deliveries acknowledged without running (their execution id already ran to
@@ -164,7 +170,7 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
         if target.kind is TargetKind.EMAIL and job.queue != EMAIL_QUEUE:
             # Queued before email had its own queue: move it there, where only a node
             # with a relay takes it.
-            await asyncio.to_thread(queues.enqueue_internal, EMAIL_QUEUE, json.dumps(job.payload))
+            await bridge.run(queues.ops.enqueue_internal, EMAIL_QUEUE, json.dumps(job.payload))
             return
         body = render_input(job.payload.get("input") or "{}", ctx, job.attempt)
         kind = target.kind.value
@@ -194,8 +200,7 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
         if target.dead_letter_queue:
             attrs = dead_letter_attributes(ctx, target, failure.code, failure.message,
                                            attempts=job.attempt, exhausted=exhausted)
-            await asyncio.to_thread(queues.send, target.dead_letter_queue, body,
-                                    attributes=attrs)
+            await bridge.run(queues.send, target.dead_letter_queue, body, attributes=attrs)
         await record(job, ctx, Outcome.DEAD_LETTERED if target.dead_letter_queue
                      else Outcome.DROPPED, f"{failure.code}: {failure.message} ({exhausted})")
 

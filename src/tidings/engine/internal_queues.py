@@ -23,7 +23,7 @@ def queue_for(target: Target) -> str:
 
 def ensure_internal_queues(queues: QueueService) -> None:
     for name in sorted(INTERNAL_QUEUES):
-        queues.ensure_internal(name, visibility_timeout_s=60, retention_s=RETENTION_S)
+        queues.ops.ensure_internal(name, visibility_timeout_s=60, retention_s=RETENTION_S)
 
 
 def backlog(queues: QueueService, name: str) -> int:

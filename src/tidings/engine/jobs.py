@@ -72,7 +72,7 @@ class Jobs:
 
     def receive(self, record: QueueRecord, max_messages: int) -> list[Held]:
         """Up to `max_messages` (any number up to MAX_BATCH) in one transaction."""
-        got = self.queues._lease(record, min(max_messages, MAX_BATCH), None)
+        got = self.queues.ops.lease(record, min(max_messages, MAX_BATCH), None)
         queue_id = record.id
         return [Held(m, _receipt(queue_id, m)) for m in got]
 

@@ -1,29 +1,34 @@
 """The queue service: SQS semantics over any store. Every interface calls this module.
 
+`QueueService` is the door every face (the SQS and native APIs, the CLI, the console,
+the Python API) comes through: it refuses tidings' own queues to all of them, keeps the
+queue records, and hands resolved work to its collaborators, which trust their caller:
+`Receiver` (receiving.py: long polls, receipts), `Redrive` (redrive.py: dead letters back
+to work) and `QueueOps` (queue_ops.py: what the engine itself calls, the consumers' lease,
+the group-committed receive, the sweeper's steps, sends to tidings' own queues).
+
 Methods are synchronous (they run on the caller's thread, or on the bridge's pool from the
-server); the two waits that matter, long polling, have a thread flavour (`receive`) and an
-async flavour (`receive_async`) sharing one step function, so neither busy-polls.
+server), but for `receive_async`, the long poll that holds no thread while it waits.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from tidings.clock import Clock, to_ms
-from tidings.engine import metrics
-from tidings.engine.receive_attempts import ReceiveAttempts
+from tidings.engine.queue_ops import QueueOps
 from tidings.engine.receiving import (
     CROSS_PROCESS_POLL_S,
+    Attempt,
     BatchFailure,
-    Receiving,
+    Receiver,
 )
 from tidings.engine.redrive import Redrive
 from tidings.errors import (
-    BatchError,
     InternalQueueAccess,
     PurgeInProgress,
     QueueNotFound,
@@ -34,6 +39,7 @@ from tidings.model.digests import MessageAttributeValue
 from tidings.model.messages import (
     NewMessage,
     OutgoingMessage,
+    ReceivedMessage,
     SendResult,
     StoredMessage,
     prepare,
@@ -42,9 +48,8 @@ from tidings.model.messages import (
 from tidings.model.paging import page_after, page_token
 from tidings.model.queues import (
     INTERNAL_QUEUES,
-    MAX_MESSAGE_BYTES,
     MAX_RETENTION_S,
-    MAX_SQS_DELAY_S,
+    MoveTask,
     QueueAttributes,
     QueueCounts,
     QueueRecord,
@@ -55,9 +60,7 @@ from tidings.model.queues import (
 from tidings.model.receipts import ReceiptSigner
 from tidings.model.states import MessageState, message_state
 from tidings.notify.base import Notifier, queue_channel
-from tidings.store.base import (
-    Store,
-)
+from tidings.store.base import Store
 
 PURGE_INTERVAL_MS = 60_000
 
@@ -95,43 +98,30 @@ def named_queue(store: Store, name: str, field: str, what: str = "queue") -> Que
         raise ValidationError(field, f"{what} {name!r} does not exist") from None
 
 
-@dataclass(eq=False)
-class QueueService(Receiving, Redrive):
-    store: Store
-    clock: Clock
-    notifier: Notifier
-    signer: ReceiptSigner
-    _: KW_ONLY
-    arn_prefix: str = "arn:aws:sqs:us-east-1:000000000000"
-    fallback_poll_s: float = CROSS_PROCESS_POLL_S
-
-    def __post_init__(self) -> None:
-        self._queue_cache: dict[str, tuple[float, QueueRecord]] = {}
-        self._names: dict[int, str | None] = {}  # queue id → name, for DLQ sources
-        self.attempts = ReceiveAttempts()
+class QueueService:
+    def __init__(self, store: Store, clock: Clock, notifier: Notifier, signer: ReceiptSigner,
+                 *, arn_prefix: str = "arn:aws:sqs:us-east-1:000000000000",
+                 fallback_poll_s: float = CROSS_PROCESS_POLL_S) -> None:
+        """`fallback_poll_s`: how long a long poll waits before looking again when no
+        notification reached it (`CROSS_PROCESS_POLL_S`)."""
+        self.store = store
+        self.clock = clock
+        self.notifier = notifier
+        self._moves = Redrive(store, clock, notifier)
+        #: What the engine calls (`queue_ops.py`); it shares this service's record cache.
+        self.ops = QueueOps(store, clock, notifier, signer, self._moves, arn_prefix=arn_prefix)
+        self._receiver = Receiver(self.ops, fallback_poll_s=fallback_poll_s)
 
     def _refuse_internal(self, name: str, action: str) -> None:
         """The engine's own queues are read-only to every face (SQS, native API, CLI,
-        console, Python API); the engine reaches them through `ensure_internal` and
-        `enqueue_internal`, and its consumers lease their messages below this service."""
+        console, Python API); the engine reaches them through `QueueOps.ensure_internal`
+        and `enqueue_internal`, and its consumers lease their messages through `QueueOps`."""
         if name in INTERNAL_QUEUES:
             raise InternalQueueAccess(name, action)
 
-    def ensure_internal(self, name: str, **attributes: Any) -> QueueRecord:
-        """Create one of the engine's own queues if it is missing (`internal_queues`)."""
-        try:
-            return self.store.get_queue(name)
-        except QueueNotFound:
-            attrs = QueueAttributes.build(fifo=False, **attributes)
-            return self.store.create_queue(name, attrs, self.clock.now_ms())
-
-    def enqueue_internal(self, name: str, body: str) -> SendResult:
-        """The engine's send to one of its own queues (an email accepted by the API, a
-        delivery moved to the email queue), which `send` refuses to clients."""
-        outcome = self._send_group(self.get_queue_cached(name), [OutgoingMessage(body)])[0]
-        if isinstance(outcome, TidingsError):
-            raise outcome
-        return outcome
+    def get_queue_cached(self, name: str) -> QueueRecord:
+        """The queue's record, at most a second old (`QueueOps.get_queue_cached`)."""
+        return self.ops.get_queue_cached(name)
 
     def create_queue(self, name: str, **attributes: Any) -> QueueRecord:
         self._refuse_internal(name, "created")
@@ -177,7 +167,7 @@ class QueueService(Receiving, Redrive):
         attrs = record.attributes.merged(**changes)
         self._check_redrive(name, attrs)
         updated = self.store.update_queue(name, attrs, self.clock.now_ms())
-        self._queue_cache.pop(name, None)
+        self.ops.forget(name)
         self.notifier.notify(queue_channel(record.id))  # waiters re-read wait/visibility
         return updated
 
@@ -217,7 +207,7 @@ class QueueService(Receiving, Redrive):
         self._refuse_internal(name, "deleted")
         record = self.store.get_queue(name)
         self.store.delete_queue(name)
-        self._queue_cache.pop(name, None)
+        self.ops.forget(name)
         self.notifier.notify(queue_channel(record.id))
 
     def purge_queue(self, name: str) -> int:
@@ -249,7 +239,7 @@ class QueueService(Receiving, Redrive):
         now = self.clock.now_ms()
         views = [MessageView(
             p, message_state(visible_at=p.visible_at, leased=p.lease_token is not None, now=now),
-            None if p.source_queue_id is None else self._source_arn(p.source_queue_id))
+            None if p.source_queue_id is None else self.ops.source_arn(p.source_queue_id))
             for p in rows[:limit]]
         more = len(rows) > limit
         last = rows[limit - 1] if more else None
@@ -281,30 +271,29 @@ class QueueService(Receiving, Redrive):
         """Withdraw a delayed message before it becomes visible (what a task handle's
         `cancel()` does); False if it is already visible, received or gone."""
         self._refuse_internal(queue, "changed")
-        record = self.get_queue_cached(queue)
+        record = self.ops.get_queue_cached(queue)
         return self.store.cancel_message(record.id, message_id, visible_at,
                                          self.clock.now_ms())
 
     def send_batch(self, queue: str, messages: Sequence[OutgoingMessage], *,
-                   max_delay_s: int | None = None, _single: bool = False,
+                   max_delay_s: int | None = None,
                    ) -> tuple[list[SendResult], list[BatchFailure]]:
         """Send up to 10 messages; invalid entries fail alone (as SQS's per-entry results).
 
         `max_delay_s`: the SQS API caps delays at 15 minutes; the native API passes the
         queue's retention period instead, so a message can wait days.
         """
-        if not _single:
-            # Entry ids only tell the per-entry results apart: numbered when none is given.
-            if messages and all(m.entry_id is None for m in messages):
-                messages = [replace(m, entry_id=str(i)) for i, m in enumerate(messages)]
-            validate_batch_ids([m.entry_id for m in messages])
+        # Entry ids only tell the per-entry results apart: numbered when none is given.
+        if messages and all(m.entry_id is None for m in messages):
+            messages = [replace(m, entry_id=str(i)) for i, m in enumerate(messages)]
+        validate_batch_ids([m.entry_id for m in messages])
         outcome = self.send_group(queue, messages, max_delay_s=max_delay_s,
-                                  max_total_bytes=None if _single else True)
+                                  max_total_bytes=True)
         results, failures = [], []
         for m, r in zip(messages, outcome, strict=True):
             if isinstance(r, SendResult):
                 results.append(r)
-            elif _single or not isinstance(r, ValidationError):
+            elif not isinstance(r, ValidationError):
                 raise r
             else:
                 failures.append(BatchFailure(m.entry_id or "", "InvalidParameterValue", str(r)))
@@ -317,47 +306,8 @@ class QueueService(Receiving, Redrive):
         result list holds a SendResult or the error of each. The group commit of concurrent
         single sends (`Coalescer`) and batches both land here."""
         self._refuse_internal(queue, "sent to")
-        return self._send_group(self.get_queue_cached(queue), messages,
-                                max_delay_s=max_delay_s, max_total_bytes=max_total_bytes,
-                                connection=connection)
-
-    def _send_group(self, record: QueueRecord, messages: Sequence[OutgoingMessage], *,
-                    max_delay_s: int | None = None, max_total_bytes: bool | None = None,
-                    connection: Any = None) -> list[SendResult | TidingsError]:
-        attrs = record.attributes
-        now = self.clock.now_ms()
-        cap = MAX_SQS_DELAY_S if max_delay_s is None else min(max_delay_s, attrs.retention_s)
-        out: list[SendResult | TidingsError] = []
-        prepared, slots = [], []
-        for i, m in enumerate(messages):
-            try:
-                prepared.append(prepare(
-                    m, now=now, fifo=attrs.fifo,
-                    content_based_dedup=attrs.content_based_deduplication,
-                    default_delay_s=attrs.delay_s, max_delay_s=cap,
-                    max_bytes=attrs.max_message_bytes, retention_s=attrs.retention_s))
-                slots.append(i)
-                out.append(ValidationError("MessageBody", "not sent"))  # replaced below
-            except ValidationError as exc:
-                out.append(exc)
-        if not prepared:
-            return out
-        # SQS caps a batch's total payload at the service maximum (1 MiB), whatever the
-        # queue's own MaximumMessageSize, which applies to each message.
-        total = sum(len(p.body.encode()) for p in prepared)
-        if max_total_bytes and total > MAX_MESSAGE_BYTES:
-            raise BatchError("BatchRequestTooLong", "Batch requests cannot be longer than"
-                             f" {MAX_MESSAGE_BYTES} bytes")
-        stored = self.store.send_messages(record.id, prepared, fifo=attrs.fifo, now=now,
-                                          connection=connection)
-        metrics.SENT.inc(len(prepared))
-        self.notifier.notify(queue_channel(record.id))
-        for i, p, st in zip(slots, prepared, stored, strict=True):
-            out[i] = SendResult(
-                messages[i].entry_id, st.message_id, p.md5_body, p.md5_attributes,
-                None if st.sequence_number is None else f"{st.sequence_number:020d}",
-                st.duplicate)
-        return out
+        return self.ops.send(self.ops.get_queue_cached(queue), messages, max_delay_s=max_delay_s,
+                             max_total_bytes=max_total_bytes, connection=connection)
 
     def new_message(self, record: QueueRecord, body: str, *, now: int,
                     group_id: str | None = None, deduplication_id: str | None = None,
@@ -373,14 +323,100 @@ class QueueService(Receiving, Redrive):
             default_delay_s=0 if not a.fifo else a.delay_s, max_delay_s=0 if not a.fifo else 900,
             max_bytes=a.max_message_bytes, retention_s=a.retention_s, scheduled_at=scheduled_at)
 
-    # maintenance -----------------------------------------------------------------------------
+    # receiving and acknowledging (receiving.py) ----------------------------------------------
 
-    def _sweep(self, job_memory_s: int, limit: int = 5000) -> int:
-        """Delete messages past retention and idempotency records past their memory."""
-        now = self.clock.now_ms()
-        gone = self.store.expire_messages(now, limit)
-        self.store.forget_jobs(now - job_memory_s * 1000, limit)
-        return gone
+    def receive(self, queue: str, max_messages: int = 1, *, wait_s: int | None = None,
+                visibility_s: int | None = None) -> list[ReceivedMessage]:
+        """Receive, long polling up to `wait_s` seconds on this thread."""
+        self._refuse_internal(queue, "received from")
+        return self._receiver.receive(queue, max_messages, wait_s, visibility_s)
+
+    async def receive_async(self, bridge: Any, queue: str, max_messages: int = 1, *,
+                            wait_s: int | None = None, visibility_s: int | None = None,
+                            attempt: Attempt | None = None) -> list[ReceivedMessage]:
+        """Receive, long polling up to `wait_s` seconds without holding a thread; each
+        look is `attempt(record, n, visibility)`, by default a store call of its own."""
+        self._refuse_internal(queue, "received from")
+        return await self._receiver.receive_async(bridge, queue, max_messages, wait_s=wait_s,
+                                                  visibility_s=visibility_s, attempt=attempt)
+
+    def replay_receive(self, queue: str, attempt_id: str,
+                       visibility_s: int | None) -> list[ReceivedMessage] | None:
+        """A FIFO receive retried with the same attempt id gets the same messages again;
+        None when there is nothing to replay (`receive_attempts.py`)."""
+        self._refuse_internal(queue, "received from")
+        return self._receiver.replay_receive(queue, attempt_id, visibility_s)
+
+    def remember_receive(self, queue: str, attempt_id: str,
+                         messages: list[ReceivedMessage]) -> None:
+        self._receiver.remember_receive(queue, attempt_id, messages)
+
+    def delete(self, queue: str, receipt_handle: str) -> bool:
+        """Delete by receipt; a stale handle succeeds without deleting (SQS's documented
+        behaviour: the message is now someone else's). Returns whether a row went."""
+        result = self.delete_group(queue, [receipt_handle])[0]
+        if isinstance(result, TidingsError):
+            raise result
+        return result
+
+    def delete_group(self, queue: str, handles: Sequence[str]) -> list[bool | TidingsError]:
+        """Delete many receipts in one transaction, each checked on its own."""
+        self._refuse_internal(queue, "deleted from")
+        return self._receiver.delete_group(queue, handles)
+
+    def delete_batch(self, queue: str, entries: Sequence[tuple[str, str]],
+                     ) -> tuple[list[str], list[BatchFailure]]:
+        validate_batch_ids([e[0] for e in entries])
+        self._refuse_internal(queue, "deleted from")
+        return self._receiver.delete_batch(queue, entries)
+
+    def change_visibility(self, queue: str, receipt_handle: str, timeout_s: int,
+                          *, error: str | None = None) -> None:
+        self._refuse_internal(queue, "changed")
+        self._receiver.change_visibility(queue, [("0", receipt_handle, timeout_s)],
+                                         error=error, single=True)
+
+    def change_visibility_batch(self, queue: str, entries: Sequence[tuple[str, str, int]], *,
+                                error: str | None = None,
+                                ) -> tuple[list[str], list[BatchFailure]]:
+        validate_batch_ids([e[0] for e in entries])
+        self._refuse_internal(queue, "changed")
+        return self._receiver.change_visibility(queue, entries, error=error, single=False)
+
+    # dead letters back to work (redrive.py) -------------------------------------------------
+
+    def redrive(self, dlq: str, destination: str | None = None, *, limit: int | None = None,
+                chunk: int = 1000) -> int:
+        """Move messages out of a DLQ now: to `destination`, or each to its source queue."""
+        self._refuse_moves(dlq, destination)
+        return self._moves.redrive(dlq, destination, limit=limit, chunk=chunk)
+
+    def redrive_selected(self, dlq: str, row_ids: Sequence[int],
+                         destination: str | None = None) -> int:
+        """Move the chosen messages of a DLQ (by the row ids a peek shows) back to their
+        source queues, or to `destination`; ids no longer in the DLQ are skipped."""
+        self._refuse_moves(dlq, destination)
+        return self._moves.redrive_selected(dlq, row_ids, destination)
+
+    def start_move_task(self, dlq: str, destination: str | None = None,
+                        max_per_second: int | None = None) -> str:
+        self._refuse_moves(dlq, destination)
+        return self._moves.start_move_task(dlq, destination, max_per_second)
+
+    def list_move_tasks(self, dlq: str, limit: int = 1) -> list[MoveTask]:
+        return self._moves.list_move_tasks(dlq, limit)
+
+    def cancel_move_task(self, handle: str) -> MoveTask:
+        return self._moves.cancel_move_task(handle)
+
+    def queue_names(self, tasks: Sequence[MoveTask]) -> dict[int, str]:
+        """The names of the queues that move tasks name by id (deleted ones left out)."""
+        return self._moves.queue_names(tasks)
+
+    def _refuse_moves(self, dlq: str, destination: str | None) -> None:
+        self._refuse_internal(dlq, "redriven")
+        if destination:
+            self._refuse_internal(destination, "sent to")
 
 
 def json_body(body: Any) -> str:

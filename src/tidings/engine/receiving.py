@@ -1,44 +1,43 @@
 """Receiving and acknowledging: SQS's receive (long polling in a thread or on the loop),
 FIFO receive-attempt replays, delete and change-visibility, single and batched.
 
-A mixin of `QueueService` (engine/queues.py), which holds the queue records and the
-sending side; split off to keep each module to one job.
+A collaborator of `QueueService` (engine/queues.py), which refuses tidings' own queues
+before it calls in here; the leases themselves are `QueueOps` steps.
+
+One long-poll loop serves both flavours. It is a coroutine over two primitives, a look
+and a wait: the server awaits it with looks through the bridge (or the group commit) and
+the notifier's async wait; the Python API and the CLI run it on the caller's thread with
+a look that calls the store at once and the notifier's thread wait (`wait_sync`). Those
+never suspend, so the coroutine finishes in one `send` (`run_inline`): no event loop.
+The notifier keeps both waits because each flavour needs its own: a thread blocks on a
+condition, a task on a future; either built on the other would cost a thread per waiting
+long poll on the server, or an event loop per receive of the Python API.
 """
 
 from __future__ import annotations
 
-import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from tidings.clock import Clock
+from tidings.engine.queue_ops import QueueOps
 from tidings.engine.receive_attempts import ReceiveAttempts
-from tidings.errors import MessageNotInflight, QueueNotFound, TidingsError, ValidationError
-from tidings.model.digests import MessageAttributeValue, md5_of_attributes
-from tidings.model.messages import (
-    ReceivedMessage,
-    StoredMessage,
-    decode_attributes,
-    validate_batch_ids,
-)
+from tidings.errors import MessageNotInflight, TidingsError, ValidationError
+from tidings.model.messages import ReceivedMessage
 from tidings.model.queues import MAX_VISIBILITY_S, MAX_WAIT_S, QueueRecord, check_range
-from tidings.model.receipts import ReceiptSigner
-from tidings.notify.base import Notifier, queue_channel
-from tidings.store.base import ReceiveParams, Store, VisibilityChange
+from tidings.notify.base import queue_channel
+from tidings.store.base import VisibilityChange
 
 #: How long a long poll waits before looking again when no notification can reach it
 #: (a sender in another process on SQLite). In-process sends wake it at once.
 CROSS_PROCESS_POLL_S = 0.5
-#: Lease tokens need only differ between receives (the receipt carrying one is signed), so a
-#: seeded PRNG serves, without a system call per receive.
-_tokens = random.Random()
 
 #: One look for messages during a long poll: (queue, how many, visibility) → messages.
 Attempt = Callable[[QueueRecord, int, int | None], Awaitable[list[ReceivedMessage]]]
-#: How old a cached queue record may be (see `get_queue_cached`).
-QUEUE_CACHE_S = 1.0
+#: One wait of a long poll: (queue, channel, version seen, deadline) → when it may look again.
+Wait = Callable[[QueueRecord, str, int, float], Awaitable[None]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -49,113 +48,22 @@ class BatchFailure:
     sender_fault: bool = True
 
 
-class Receiving:
-    """What `QueueService` needs from its other half: the attributes below."""
-
-
-    store: Store
-    clock: Clock
-    notifier: Notifier
-    signer: ReceiptSigner
-    fallback_poll_s: float
-    attempts: ReceiveAttempts
-    _names: dict[int, str | None]
-    _queue_cache: dict[str, tuple[float, QueueRecord]]
-    arn_prefix: str
-
-    def _refuse_internal(self, name: str, action: str) -> None: ...
-
-    def queue_arn(self, name: str) -> str:
-        """How every API names a queue where SQS gives an ARN (e.g. a DLQ's source)."""
-        return f"{self.arn_prefix}:{name}"
-
-    # queue records --------------------------------------------------------------------------------
-
-    def _fresh(self, name: str) -> QueueRecord | None:
-        """The cached record if it is fresh enough to use without a store read."""
-        hit = self._queue_cache.get(name)
-        if hit is not None and time.monotonic() - hit[0] < QUEUE_CACHE_S:
-            return hit[1]
-        return None
-
-    def get_queue_cached(self, name: str) -> QueueRecord:
-        """The queue's record, at most `QUEUE_CACHE_S` old. SQS itself documents that
-        attribute changes take up to 60 s to propagate; changes made through this service
-        are seen at once (the cache entry is dropped)."""
-        hit = self._fresh(name)
-        if hit is not None:
-            return hit
-        record = self.store.get_queue(name)
-        self._queue_cache[name] = (time.monotonic(), record)
-        return record
+class Receiver:
+    def __init__(self, ops: QueueOps, *, fallback_poll_s: float = CROSS_PROCESS_POLL_S) -> None:
+        self.ops = ops
+        self.store, self.clock, self.notifier = ops.store, ops.clock, ops.notifier
+        self.signer = ops.signer
+        self.fallback_poll_s = fallback_poll_s
+        self.attempts = ReceiveAttempts()
 
     # receiving -------------------------------------------------------------------------------
 
-    def _receive_step(self, record: QueueRecord, max_messages: int,
-                      visibility_s: int | None) -> list[ReceivedMessage]:
-        now = self.clock.now_ms()
-        return [self._received(record, m, now)
-                for m in self._lease(record, max_messages, visibility_s, now)]
-
-    def _lease(self, record: QueueRecord, max_messages: int,
-               visibility_s: int | None, now: int | None = None) -> list[StoredMessage]:
-        """One receive transaction: lease up to `max_messages`, or move to the DLQ those
-        at the queue's maxReceiveCount."""
-        attrs = record.attributes
-        now = self.clock.now_ms() if now is None else now
-        dlq_id, max_rc, dlq_ret = None, None, None
-        if attrs.redrive_policy is not None:
-            try:
-                dlq = self.get_queue_cached(attrs.redrive_policy.dead_letter_queue)
-                dlq_id, max_rc = dlq.id, attrs.redrive_policy.max_receive_count
-                dlq_ret = dlq.attributes.retention_s * 1000
-            except QueueNotFound:
-                pass  # DLQ deleted: SQS keeps redelivering; so do we
-        vt = attrs.visibility_timeout_s if visibility_s is None else visibility_s
-        outcome = self.store.receive_messages(ReceiveParams(
-            queue_id=record.id, max_messages=max_messages, visibility_ms=vt * 1000, now=now,
-            lease_token=_tokens.getrandbits(62), fifo=attrs.fifo, dead_letter_queue_id=dlq_id,
-            max_receive_count=max_rc, dead_letter_retention_ms=dlq_ret))
-        if outcome.dead_lettered and dlq_id is not None:
-            self.notifier.notify(queue_channel(dlq_id))
-        return outcome.messages
-
-    def _source_name(self, queue_id: int) -> str | None:
-        """A queue's name by id (queue ids are never reused, so the answer keeps)."""
-        if queue_id not in self._names:
-            try:
-                self._names[queue_id] = self.store.get_queue_by_id(queue_id).name
-            except QueueNotFound:
-                return None  # deleted: not remembered, in case of a lookup race
-        return self._names[queue_id]
-
-    def _source_arn(self, queue_id: int) -> str | None:
-        name = self._source_name(queue_id)
-        return None if name is None else self.queue_arn(name)
-
-    def _received(self, record: QueueRecord, m: StoredMessage, now: int) -> ReceivedMessage:
-        assert m.lease_token is not None and m.first_received_at is not None  # just leased
-        source = None if m.source_queue_id is None else self._source_arn(m.source_queue_id)
-        attributes, md5_attributes = decode_attributes(m.attributes_json), m.md5_attributes
-        if m.last_error:
-            attributes, md5_attributes = with_error(attributes, m.last_error)
-        return ReceivedMessage(
-            message_id=m.message_id,
-            receipt_handle=self.signer.sign(record.id, m.row_id, m.lease_token, now),
-            body=m.body, md5_body=m.md5_body, attributes=attributes,
-            md5_attributes=md5_attributes, receive_count=m.receive_count,
-            first_received_at=m.first_received_at, sent_at=m.sent_at, group_id=m.group_id,
-            deduplication_id=m.deduplication_id,
-            sequence_number=None if m.sequence_number is None else f"{m.sequence_number:020d}",
-            dead_letter_source=source, last_error=m.last_error, scheduled_at=m.scheduled_at)
-
     def _receive_args(self, queue: str, max_messages: int, wait_s: int | None,
                       visibility_s: int | None) -> tuple[QueueRecord, int, int | None, float]:
-        self._refuse_internal(queue, "received from")
         check_range("MaxNumberOfMessages", max_messages, 1, 10)
         if visibility_s is not None:
             check_range("VisibilityTimeout", visibility_s, 0, MAX_VISIBILITY_S, " seconds")
-        record = self.get_queue_cached(queue)
+        record = self.ops.get_queue_cached(queue)
         wait = record.attributes.receive_wait_s if wait_s is None else wait_s
         check_range("WaitTimeSeconds", wait, 0, MAX_WAIT_S, " seconds")
         return record, max_messages, visibility_s, float(wait)
@@ -169,18 +77,34 @@ class Receiving:
             left = min(left, max((nxt - self.clock.now_ms()) / 1000, 0.001))
         return max(min(left, self.fallback_poll_s), 0.0)
 
-    def receive(self, queue: str, max_messages: int = 1, *, wait_s: int | None = None,
-                visibility_s: int | None = None) -> list[ReceivedMessage]:
-        """Receive, long polling up to `wait_s` seconds (thread flavour)."""
-        record, n, vt, wait = self._receive_args(queue, max_messages, wait_s, visibility_s)
+    async def _long_poll(self, record: QueueRecord, n: int, vt: int | None, wait_s: float,
+                         look: Attempt, wait: Wait) -> list[ReceivedMessage]:
+        """Look; if nothing came and time is left, wait to be told of a send (or for the
+        pause), and look again. The version is read before the look, so a send between
+        the look and the wait is not missed."""
         channel = queue_channel(record.id)
-        deadline = time.monotonic() + wait
+        deadline = time.monotonic() + wait_s
         while True:
             seen = self.notifier.version(channel)
-            got = self._receive_step(record, n, vt)
+            got = await look(record, n, vt)
             if got or time.monotonic() >= deadline:
                 return got
-            self.notifier.wait_sync(channel, seen, self._pause(record, deadline))
+            await wait(record, channel, seen, deadline)
+
+    def receive(self, queue: str, max_messages: int, wait_s: int | None,
+                visibility_s: int | None) -> list[ReceivedMessage]:
+        """Receive, long polling up to `wait_s` seconds on this thread."""
+        record, n, vt, wait = self._receive_args(queue, max_messages, wait_s, visibility_s)
+        return run_inline(self._long_poll(record, n, vt, wait, self._look_here,
+                                          self._wait_here))
+
+    async def _look_here(self, record: QueueRecord, n: int,
+                         visibility_s: int | None) -> list[ReceivedMessage]:
+        return self.ops.receive_step(record, n, visibility_s)
+
+    async def _wait_here(self, record: QueueRecord, channel: str, seen: int,
+                         deadline: float) -> None:
+        self.notifier.wait_sync(channel, seen, self._pause(record, deadline))
 
     async def receive_async(self, bridge: Any, queue: str, max_messages: int = 1, *,
                             wait_s: int | None = None, visibility_s: int | None = None,
@@ -188,33 +112,28 @@ class Receiving:
         """Receive, long polling up to `wait_s` seconds without holding a thread. Each
         look is `attempt(record, n, visibility)`: by default its own store call; the
         server's group commit passes one that shares a transaction with other receives."""
-        if self._fresh(queue) is not None:  # validated here: no hop to the store thread
+        if self.ops.fresh(queue) is not None:  # validated here: no hop to the store thread
             record, n, vt, wait = self._receive_args(queue, max_messages, wait_s, visibility_s)
         else:
             record, n, vt, wait = await bridge.run(
                 self._receive_args, queue, max_messages, wait_s, visibility_s)
         if attempt is None:
             async def attempt(r: QueueRecord, k: int, v: int | None) -> list[ReceivedMessage]:
-                got: list[ReceivedMessage] = await bridge.run(self._receive_step, r, k, v)
+                got: list[ReceivedMessage] = await bridge.run(self.ops.receive_step, r, k, v)
                 return got
 
-        channel = queue_channel(record.id)
-        deadline = time.monotonic() + wait
-        while True:
-            seen = self.notifier.version(channel)
-            got = await attempt(record, n, vt)
-            if got or time.monotonic() >= deadline:
-                return got
-            pause = await bridge.run(self._pause, record, deadline)
-            await self.notifier.wait(channel, seen, pause)
+        async def wait_on_loop(r: QueueRecord, channel: str, seen: int, deadline: float,
+                               ) -> None:
+            await self.notifier.wait(channel, seen, await bridge.run(self._pause, r, deadline))
+
+        return await self._long_poll(record, n, vt, wait, attempt, wait_on_loop)
 
     def replay_receive(self, queue: str, attempt_id: str,
                        visibility_s: int | None) -> list[ReceivedMessage] | None:
         """The messages an earlier receive of this FIFO queue with `attempt_id` returned,
         their visibility reset; None when there is none to replay (a fresh receive then).
         `receive_attempts.py` says why."""
-        self._refuse_internal(queue, "received from")
-        record = self.get_queue_cached(queue)
+        record = self.ops.get_queue_cached(queue)
         if not record.attributes.fifo:
             return None  # SQS: the attempt id applies only to FIFO queues
         now = self.clock.now_ms()
@@ -231,24 +150,15 @@ class Receiving:
 
     def remember_receive(self, queue: str, attempt_id: str,
                          messages: list[ReceivedMessage]) -> None:
-        record = self.get_queue_cached(queue)
+        record = self.ops.get_queue_cached(queue)
         if record.attributes.fifo and messages:
             self.attempts.remember(record.id, attempt_id, self.clock.now_ms(), messages)
 
     # acknowledging ---------------------------------------------------------------------------
 
-    def delete(self, queue: str, receipt_handle: str) -> bool:
-        """Delete by receipt; a stale handle succeeds without deleting (SQS's documented
-        behaviour: the message is now someone else's). Returns whether a row went."""
-        result = self.delete_group(queue, [receipt_handle])[0]
-        if isinstance(result, TidingsError):
-            raise result
-        return result
-
     def delete_group(self, queue: str, handles: Sequence[str]) -> list[bool | TidingsError]:
         """Delete many receipts in one transaction, each checked on its own."""
-        self._refuse_internal(queue, "deleted from")
-        record = self.get_queue_cached(queue)
+        record = self.ops.get_queue_cached(queue)
         out: list[bool | TidingsError] = []
         receipts, slots = [], []
         for i, handle in enumerate(handles):
@@ -266,9 +176,7 @@ class Receiving:
 
     def delete_batch(self, queue: str, entries: Sequence[tuple[str, str]],
                      ) -> tuple[list[str], list[BatchFailure]]:
-        validate_batch_ids([e[0] for e in entries])
-        self._refuse_internal(queue, "deleted from")
-        record = self.get_queue_cached(queue)
+        record = self.ops.get_queue_cached(queue)
         ok, failures, receipts = [], [], []
         for entry_id, handle in entries:
             try:
@@ -280,25 +188,17 @@ class Receiving:
             ok = [e for e, _ in receipts]
         return ok, failures
 
-    def change_visibility(self, queue: str, receipt_handle: str, timeout_s: int,
-                          *, error: str | None = None) -> None:
-        ok, failures = self.change_visibility_batch(queue, [("0", receipt_handle, timeout_s)],
-                                                    error=error, _single=True)
-        if failures:
-            raise MessageNotInflight(failures[0].message)
-
-    def change_visibility_batch(self, queue: str, entries: Sequence[tuple[str, str, int]], *,
-                                error: str | None = None, _single: bool = False,
-                                ) -> tuple[list[str], list[BatchFailure]]:
-        if not _single:
-            validate_batch_ids([e[0] for e in entries])
-        self._refuse_internal(queue, "changed")
-        record = self.get_queue_cached(queue)
+    def change_visibility(self, queue: str, entries: Sequence[tuple[str, str, int]], *,
+                          error: str | None, single: bool,
+                          ) -> tuple[list[str], list[BatchFailure]]:
+        """ChangeMessageVisibility(Batch). `single`: a bad handle or timeout raises, as
+        the one-message call answers, instead of failing its entry."""
+        record = self.ops.get_queue_cached(queue)
         now = self.clock.now_ms()
         changes, ids, failures = [], [], []
         for entry_id, handle, timeout_s in entries:
             check_range("VisibilityTimeout", timeout_s, 0, MAX_VISIBILITY_S, " seconds")
-            receipt = self.signer.open(handle, record.id) if _single else None
+            receipt = self.signer.open(handle, record.id) if single else None
             if receipt is None:
                 try:
                     receipt = self.signer.open(handle, record.id)
@@ -309,7 +209,7 @@ class Receiving:
                 rule = (f"Value {timeout_s} for parameter VisibilityTimeout is invalid. Reason:"
                         f" Total VisibilityTimeout for the message is beyond the limit"
                         f" [{MAX_VISIBILITY_S} seconds]")
-                if _single:
+                if single:
                     raise ValidationError("VisibilityTimeout", rule)
                 failures.append(BatchFailure(entry_id, "InvalidParameterValue", rule))
                 continue
@@ -326,12 +226,21 @@ class Receiving:
                                              "timeout ran out or it was received again)."))
         if any(c.visible_at <= now for c, d in zip(changes, done, strict=True) if d):
             self.notifier.notify(queue_channel(record.id))
+        if single and failures:
+            raise MessageNotInflight(failures[0].message)
         return ok, failures
 
 
-#: Where a message carries the failure a consumer recorded (the names the scheduler uses
-#: on the events it dead-letters), so an SQS client reading a DLQ sees why.
-ERROR_CODE, ERROR_MESSAGE = "ERROR_CODE", "ERROR_MESSAGE"
+def run_inline(coroutine: Coroutine[Any, Any, T]) -> T:
+    """The result of a coroutine that never suspends (everything it awaits returns without
+    waiting on a future), run on this thread without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    coroutine.close()
+    raise RuntimeError("a coroutine run inline tried to suspend")
 
 
 def _beyond_visibility_limit(received_at: int | None, now: int, timeout_s: int) -> bool:
@@ -341,14 +250,3 @@ def _beyond_visibility_limit(received_at: int | None, now: int, timeout_s: int) 
     if received_at is None:
         return False
     return now + timeout_s * 1000 - received_at > MAX_VISIBILITY_S * 1000
-
-
-def with_error(attributes: dict[str, MessageAttributeValue], error: str,
-               ) -> tuple[dict[str, MessageAttributeValue], str | None]:
-    """The message's attributes plus its recorded failure (`Code: message`), and their
-    digest; attributes the sender set under those names are left as they are."""
-    code, sep, text = error.partition(": ")
-    extra = {ERROR_CODE: code if sep else "Error", ERROR_MESSAGE: text if sep else error}
-    merged = {**{k: MessageAttributeValue("String", v) for k, v in extra.items()},
-              **attributes}
-    return merged, md5_of_attributes(merged)

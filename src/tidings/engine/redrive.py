@@ -1,5 +1,8 @@
 """Dead letters back to work: redrive now, or a rate-limited message move task (SQS's
-StartMessageMoveTask), over the same store calls. Mixed into `QueueService`."""
+StartMessageMoveTask), over the same store calls.
+
+A collaborator of `QueueService`, which refuses tidings' own queues before it calls in
+here, and of `QueueOps`, whose sweeper step advances the running tasks (`advance`)."""
 
 from __future__ import annotations
 
@@ -17,13 +20,10 @@ from tidings.store.base import Store
 
 
 class Redrive:
-    store: Store
-    clock: Clock
-    notifier: Notifier
-
-    def _refuse_internal(self, name: str, action: str) -> None: ...
-
-
+    def __init__(self, store: Store, clock: Clock, notifier: Notifier) -> None:
+        self.store = store
+        self.clock = clock
+        self.notifier = notifier
     def redrive(self, dlq: str, destination: str | None = None, *, limit: int | None = None,
                 chunk: int = 1000) -> int:
         """Move messages out of a DLQ now: to `destination`, or each to its source queue."""
@@ -62,11 +62,9 @@ class Redrive:
     def _move_destination(self, destination: str | None) -> int | None:
         if not destination:
             return None
-        self._refuse_internal(destination, "sent to")
         return self.store.get_queue(destination).id
 
     def _move_source(self, dlq: str) -> QueueRecord:
-        self._refuse_internal(dlq, "redriven")
         record = self.store.get_queue(dlq)
         if not self.store.dead_letter_sources(dlq):
             raise ValidationError("SourceArn",
@@ -101,7 +99,7 @@ class Redrive:
                 return replace(task, status=MoveTaskStatus.CANCELLED)
         raise ValidationError("TaskHandle", "no running message move task has this handle")
 
-    def _advance_move_tasks(self, elapsed_s: float) -> int:
+    def advance(self, elapsed_s: float) -> int:
         """One step of every running move task: at most its rate × elapsed messages."""
         total = 0
         for task in self.store.active_move_tasks():

@@ -53,7 +53,7 @@ class Sweeper:
                 expired = await self._expire()
                 metrics.EMAIL_WAITING.set(await self.bridge.run(backlog, self.queues,
                                                                 EMAIL_QUEUE))
-                moved = await self.bridge.run(self.queues._advance_move_tasks, now - last)
+                moved = await self.bridge.run(self.queues.ops.advance_move_tasks, now - last)
                 if self.firings is not None:
                     await self._trim_firings(self.firings)
                 if now >= reclaim_at:

@@ -59,10 +59,6 @@ def body_limit(method: str, path: str) -> tuple[int | None, str]:
     return SQS_MAX_BODY, "sqs"
 
 
-class _TooLarge(Exception):
-    pass
-
-
 @dataclass(frozen=True)
 class Limits:
     client_timeout_s: float = 30.0

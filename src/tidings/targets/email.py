@@ -85,7 +85,7 @@ class EmailDelivery:
         # Concurrent deliveries share one store trip for their reads and one transaction
         # for their outcomes (group commit); each still waits for its own result.
         self._prepare: Batcher[None, tuple[EmailMessage, str], Prepared] = Batcher(
-            bridge, lambda _, requests: service._prepare_many(requests))
+            bridge, lambda _, requests: service.prepare_many(requests))
         self._record: Batcher[None, tuple[Delivery, tuple[str, ...]], bool] = Batcher(
             bridge, lambda _, outcomes: service.record_many(outcomes))
         self.dkim: DkimSigner | None = None

@@ -111,14 +111,15 @@ class TimeTravel:
         self.campaigns = t.campaigns
         ensure_internal_queues(t.queues)
         email = EmailDelivery(t.email, self._bridge, self.settings, relay=self.relay)
-        self.targets = Targets(t.queues, app.functions if app else {}, t.webhook_secret(),
-                               email=email, webhook_guard=t.schedules.webhook_guard)
+        self.targets = Targets(t.queues, self._bridge, app.functions if app else {},
+                               t.webhook_secret(), email=email,
+                               webhook_guard=t.schedules.webhook_guard)
         self._dispatcher = Dispatcher(t.schedules, t.queues, t.store, self.clock, t.notifier,
                                       self._bridge)
-        self._internal = [delivery_app(self.targets, t.queues, self.clock,
+        self._internal = [delivery_app(self.targets, t.queues, self.clock, self._bridge,
                                        firings=t.firing_log),
-                          delivery_app(self.targets, t.queues, self.clock, queue=EMAIL_QUEUE,
-                                       firings=t.firing_log)]
+                          delivery_app(self.targets, t.queues, self.clock, self._bridge,
+                                       queue=EMAIL_QUEUE, firings=t.firing_log)]
         self._user_runner = Runner(Jobs(t.queues), on_run=self.jobs_run.append)
         self._internal_runner = Runner(Jobs(t.queues))
         if isinstance(app, TaskApp):
@@ -173,7 +174,7 @@ class TimeTravel:
             self.clock.set(max(nxt, self.clock.now_ms()))
         self.clock.set(until)
         await self._settle()
-        self.tidings.queues._sweep(self.settings.job_memory_s)
+        self.tidings.queues.ops.sweep(self.settings.job_memory_s)
 
     async def _settle(self) -> None:
         for _ in range(MAX_ROUNDS):

@@ -87,10 +87,6 @@ def _grant(field: str, where: str, services: Iterable[str] | None,
     return KeyGrant(checked, names)
 
 
-def read_keys_file(path: str) -> dict[str, str]:
-    return {akid: secret for akid, (secret, _) in _read_keys_file(path).items()}
-
-
 def _read_keys_file(path: str) -> dict[str, tuple[str, KeyGrant]]:
     field = "TIDINGS_AWS_KEYS_FILE"
     try:
@@ -146,10 +142,6 @@ def _json_keys(field: str, path: str, text: str) -> dict[str, tuple[str, KeyGran
         keys[akid] = (value["secret"], _grant(field, where, lists["services"],
                                               lists["prefixes"]))
     return keys
-
-
-def load_keys(settings: Settings) -> dict[str, str]:
-    return {akid: secret for akid, (secret, _) in load_grants(settings).items()}
 
 
 def load_grants(settings: Settings) -> dict[str, tuple[str, KeyGrant]]:
