@@ -215,12 +215,17 @@ def unknown_variables(env: Mapping[str, str], settings: type[Settings] = Setting
     known = {f.name.upper() for f in fields(settings)}
     out = []
     for name in sorted(env):
-        if not name.startswith("TIDINGS_") or name[len("TIDINGS_"):] in known:
+        if not name.startswith("TIDINGS_") or name[len("TIDINGS_"):] in known \
+                or name.startswith(NOT_SETTINGS):
             continue
         near = difflib.get_close_matches(name[len("TIDINGS_"):], known, n=1, cutoff=0.6)
         out.append((name, f"TIDINGS_{near[0]}" if near else None))
     return out
 
+
+#: Variables of tidings' own test suite and benchmarks (tests/, bench/), which the processes
+#: they start inherit: no setting, and no typo of one.
+NOT_SETTINGS = ("TIDINGS_TEST_", "TIDINGS_BENCH_", "TIDINGS_CRASH_", "TIDINGS_FUZZ_")
 
 _warned_unknown = False
 

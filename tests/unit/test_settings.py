@@ -184,7 +184,9 @@ def test_a_dispatcher_process_cannot_share_an_in_memory_database() -> None:
 
 def test_unknown_variables_are_named_with_the_nearest_setting() -> None:
     env = {"TIDINGS_PROT": "8080", "TIDINGS_CONCURENCY": "3", "TIDINGS_PORT": "1",
-           "TIDINGS_XYZZY": "1", "PATH": "/bin", "TIDINGSDB": "x"}
+           "TIDINGS_XYZZY": "1", "PATH": "/bin", "TIDINGSDB": "x",
+           # the suite's and the benchmarks' own, which the nodes they start inherit
+           "TIDINGS_TEST_NOW": "x", "TIDINGS_BENCH_KEEP": "1", "TIDINGS_CRASH_RUNS": "2"}
     assert unknown_variables(env) == [("TIDINGS_CONCURENCY", "TIDINGS_CONCURRENCY"),
                                       ("TIDINGS_PROT", "TIDINGS_PORT"),
                                       ("TIDINGS_XYZZY", None)]
