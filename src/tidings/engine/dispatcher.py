@@ -2,13 +2,14 @@
 
 One pass claims up to `batch` due schedules (earliest first), plans each firing in Python
 (next occurrence, target message), then completes them all in one transaction that
-advances or deletes each schedule *and* writes its messages. The claim marks no row
-(`Store.firing_pass`): on SQLite (one writer) it is a plain read and planning holds no
-lock, so other writers go on meanwhile; on PostgreSQL the pass is one transaction whose
-claim locks the rows (`SKIP LOCKED`: other nodes take others) and which the server ends
-if the node stalls for `claim_ms`. The completion is a compare-and-set on the occurrence
-and the row's modification time, so a node that lost its rows (stalled past `claim_ms`,
-or killed) writes nothing, and the node that took over fires the occurrence once. When
+advances or deletes each schedule *and* writes its messages, through the pass's handle
+(`with store.firing_pass(…) as p`). The claim marks no row: on SQLite (one writer) it is
+a plain read and planning holds no lock, so other writers go on meanwhile; on PostgreSQL
+the pass is one transaction whose claim locks the rows (`SKIP LOCKED`: other nodes take
+others) and which the server ends if the node stalls for `claim_ms`. The completion is a
+compare-and-set on what the pass read, so a node that lost its rows (stalled past
+`claim_ms`, or killed) writes nothing, and the node that took over fires the occurrence
+once. When
 nothing is due the loop sleeps until the next due instant, at most IDLE_POLL_S, woken early
 when a schedule due within the wake horizon is created (`notify.base.wakes_dispatchers`;
 one due later is found by that poll in time): idle costs one indexed query a second.
@@ -22,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,16 +177,13 @@ class Dispatcher:
         """Claim, plan and complete one batch (of at most `limit`, default `batch`);
         returns how many schedules were claimed."""
         now = self.clock.now_ms()
-        token = secrets.randbits(62)
-        with self.store.firing_pass():
-            claimed = self.store.claim_due_schedules(now, limit or self.batch,
-                                                     self.claim_ms, token)
+        with self.store.firing_pass(now, limit or self.batch, self.claim_ms) as firing_pass:
+            claimed = firing_pass.schedules
             if not claimed:
                 return 0
             batch = _Batch(now, {})
-            firings = [self._plan(s, token, batch) for s in claimed]
-            done_at = self.clock.now_ms()
-            held = self.store.complete_firings(firings, done_at)
+            firings = [self._plan(s, batch) for s in claimed]
+            held = firing_pass.complete(firings, self.clock.now_ms())
         committed = self.clock.now_ms()  # lateness counts until the firing is durable
         lateness: list[int] = []
         touched: set[int] = set()
@@ -195,7 +192,8 @@ class Dispatcher:
         skipped = 0
         for firing, schedule, ok in zip(firings, claimed, held, strict=True):
             if not ok:
-                log.warning("lost the claim on schedule %s/%s; another node fired it",
+                log.warning("schedule %s/%s changed or fired elsewhere while this pass planned "
+                            "it; this pass did not fire it",
                             schedule.group, schedule.name)
                 continue
             if firing.fired:
@@ -229,7 +227,7 @@ class Dispatcher:
                 batch.queues[name] = None
         return batch.queues[name]
 
-    def _plan(self, s: Schedule, token: int, batch: _Batch) -> _PlannedFiring:
+    def _plan(self, s: Schedule, batch: _Batch) -> _PlannedFiring:
         spec, now = s.spec, batch.now
         occurrence = s.next_fire_at
         assert occurrence is not None  # a claimed row has one (CHECK constraint)
@@ -278,7 +276,7 @@ class Dispatcher:
         # firing; every field is set (tests/unit/engine/test_dispatcher_rows.py).
         planned = _new(_PlannedFiring)
         _set(planned, "__dict__", {
-            "schedule_id": s.id, "claim_token": token, "occurrence": occurrence,
+            "schedule_id": s.id, "occurrence": occurrence,
             "next_fire_at": nxt, "due_at": None if nxt is None else due_of(nxt),
             "delete": delete, "fired": fired, "messages": messages, "outcome": outcome,
             "occurrence_due": due_of(fire_at), "in_target": in_target})

@@ -4,7 +4,6 @@ dataclasses' `__init__`: they must hold exactly what `__init__` would have made.
 from __future__ import annotations
 
 import dataclasses
-import secrets
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock, from_ms
@@ -32,11 +31,10 @@ def test_a_planned_firing_is_what_its_init_would_make(t: Tidings,
     try:
         d = Dispatcher(t.schedules, t.queues, t.store, clock, t.notifier, bridge)
         clock.advance(120_000)
-        token = secrets.randbits(62)
-        claimed = t.store.claim_due_schedules(clock.now_ms(), 10, 10_000, token)
-        assert len(claimed) == 2
-        batch = _Batch(clock.now_ms(), {})
-        planned = {s.name: d._plan(s, token, batch) for s in claimed}
+        with t.store.firing_pass(clock.now_ms(), 10, 10_000) as p:
+            assert len(p.schedules) == 2
+            batch = _Batch(clock.now_ms(), {})
+            planned = {s.name: d._plan(s, batch) for s in p.schedules}
     finally:
         bridge.close()
     for firing in planned.values():

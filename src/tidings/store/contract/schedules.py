@@ -30,11 +30,11 @@ class TargetMessage:
 
 @dataclass(frozen=True)
 class Firing:
-    """The outcome of one claimed schedule: what to write, applied only if the claim holds."""
+    """The outcome of one claimed schedule: what to write, applied only if the pass's hold
+    on the row is still good (`FiringPass.complete`)."""
 
     schedule_id: int
-    claim_token: int
-    occurrence: int  # the next_fire_at that was claimed (compare-and-set)
+    occurrence: int  # the next_fire_at the pass read
     next_fire_at: int | None
     due_at: int | None
     delete: bool
@@ -54,6 +54,19 @@ class FiringOutcome(NamedTuple):
     outcome: str  # see `engine.firing_log.Outcome`
     attempts: int
     detail: str | None
+
+
+class FiringPass(Protocol):
+    """A dispatcher's hold on the schedules one pass claimed (`ScheduleStore.firing_pass`)."""
+
+    #: The claimed schedules, by occurrence (then id).
+    schedules: Sequence[Schedule]
+
+    def complete(self, firings: Sequence[Firing], now: int) -> list[bool]:
+        """Advance or delete each schedule and write its messages and history rows, all in
+        one transaction. A firing whose schedule this pass did not claim, or whose row
+        changed since the pass read it, writes nothing (False)."""
+        ...
 
 
 class ScheduleStore(Protocol):
@@ -102,32 +115,27 @@ class ScheduleStore(Protocol):
         most `limit`, earliest first), so that it is in memory when they come due: how
         many rows were read and the last one's due instant. Changes nothing."""
         ...
-    def claim_due_schedules(self, now: int, limit: int, claim_ms: int,
-                            token: int) -> list[Schedule]:
-        """Take up to `limit` schedules due at `now`, earliest first, for `claim_ms`:
-        marked with `token` (due again at `now + claim_ms`), so no other caller takes
-        them meanwhile. Inside a `firing_pass` they are not marked: read (SQLite) or
-        locked in the pass's transaction (PostgreSQL). A pass that fails wrote nothing,
-        and its rows are due at once; such a claim is completed in the same pass (with
-        `token`) or not at all (outside it the rows carry no mark, and the completion
-        refuses)."""
-        ...
+    def firing_pass(self, now: int, limit: int, hold_ms: int,
+                    ) -> AbstractContextManager[FiringPass]:
+        """Claim up to `limit` schedules due at `now` (earliest first) for one pass of a
+        dispatcher: `with store.firing_pass(now, limit, hold_ms) as p`, plan a `Firing`
+        for each of `p.schedules`, then `p.complete(firings, now)` once. The claim marks
+        no row, so a pass that fails anywhere (or a node killed) leaves its rows as they
+        were, due at once: there is no claim to wait out.
 
-    def firing_pass(self) -> AbstractContextManager[None]:
-        """Around a pass's claim, planning and completion, on this thread. On a
-        single-writer database (SQLite) its claim is a read (see `claim_due_schedules`)
-        and no transaction is open while the pass plans. Where many nodes write
-        (PostgreSQL) the pass is one transaction: its claim locks the rows (other nodes
-        skip them), its completion commits, and a node stalled for the claim's `claim_ms`
-        loses it to the server's idle limit, as it would lose an expired claim."""
-        ...
+        - On a single-writer database (SQLite) the claim is a plain read and the pass
+          holds nothing while it plans: other writers, in this process or another, go on
+          meanwhile. The completion is its own transaction.
+        - Where many nodes write (PostgreSQL) the pass is one transaction: its claim locks
+          the rows (`FOR UPDATE SKIP LOCKED`: other nodes' passes take others, and a write
+          to a locked row waits for the pass), its completion is pipelined into it, and
+          leaving the block commits. A pass idle for `hold_ms` (its node paused or swapped
+          out) is ended by the server: its rows go to the next pass, and its completion
+          raises `StoreUnavailable`.
 
-    def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:
-        """Advance or delete each claimed schedule and write its messages, all in one
-        transaction; a firing whose claim no longer holds writes nothing (False). The
-        compare-and-set is on (claim token, occurrence); for the rows its own pass read
-        unmarked (same token), on (modified_at, occurrence): a row updated, paused or
-        fired since it was read refuses."""
+        Either way the completion is a compare-and-set on what the pass read (the row's
+        occurrence and modification), so a firing of a row deleted, changed, paused or
+        fired since writes nothing. The handle is only good inside the block."""
         ...
 
     def count_schedules(self) -> int: ...

@@ -182,7 +182,7 @@ SELECT pg_notify('tidings', %b);
 -- name: receive_simple
 -- A standard queue without a redrive policy: one statement. SKIP LOCKED: concurrent
 -- receivers on other nodes take other rows instead of waiting. The rows are picked in a
--- MATERIALIZED CTE, which runs exactly once (`picked` below, likewise in claim_due and
+-- MATERIALIZED CTE, which runs exactly once (`picked` below, likewise in
 -- expire_messages): written `WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)`, the
 -- planner may run the subquery again (as the inner side of a join), and each run can lock
 -- other rows, so one receive leased more than n (bench/soak.py: a MaxNumberOfMessages=10
@@ -540,28 +540,14 @@ SELECT COUNT(*), MAX(s.due_at),
 FROM (SELECT id, group_name, name, due_at FROM schedules
       WHERE due_at >= %s AND due_at < %s ORDER BY due_at LIMIT %s) AS s;
 
--- name: claim_due
--- SKIP LOCKED lets several nodes claim disjoint batches at once. Claiming moves due_at to
--- the end of the claim: if this node dies before completing, the row is due again then.
--- At most `limit`, picked once (see receive_simple).
-WITH picked AS MATERIALIZED (
-    SELECT id FROM schedules WHERE due_at <= %(now)s ORDER BY due_at LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
-UPDATE schedules AS s SET due_at = %(until)s, claim_token = %(token)s
-FROM picked WHERE s.id = picked.id
-RETURNING s.id, s.group_name, s.name, s.state, s.expression, s.timezone, s.start_at,
-          s.end_at, s.flex_minutes, s.target, s.action_after_completion, s.description,
-          s.client_token, s.next_fire_at, s.due_at, s.last_fired_at, s.created_at,
-          s.modified_at;
-
 -- name: lock_due
 -- (hold, now, limit) A firing pass's claim (`Store.firing_pass`): the rows are locked in the
 -- pass's transaction, not marked. SKIP LOCKED: other nodes' passes take other rows; a pass
 -- that fails (or a node killed) rolls back, leaving its rows as they were, due at once.
--- The completion (`delete_read` / `advance_read`) runs in the same transaction. `hold` is
--- the transaction's idle limit, set in the same round trip: a pass whose node stalls
--- (paused, swapped out) is ended by the server, so its rows go to another node, as an
--- expired claim would.
+-- The completion (`delete_fired_schedule` / `advance_schedule`) runs in the same
+-- transaction. `hold` is the transaction's idle limit, set in the same round trip: a pass
+-- whose node stalls (paused, swapped out) is ended by the server, so its rows go to another
+-- node.
 WITH hold AS MATERIALIZED (
     SELECT set_config('idle_in_transaction_session_timeout', %s, true))
 SELECT s.id, s.group_name, s.name, s.state, s.expression, s.timezone, s.start_at, s.end_at,
@@ -571,9 +557,10 @@ FROM schedules AS s WHERE s.due_at <= %s AND EXISTS (SELECT FROM hold)
 ORDER BY s.due_at LIMIT %s
 FOR UPDATE OF s SKIP LOCKED;
 
--- name: advance_read
--- (id, modified_at, occurrence, next fire at, due at, fired at)[]: `advance_schedule` for
--- rows a pass locked (`lock_due`): the compare-and-set is on the occurrence and modified_at.
+-- name: advance_schedule
+-- (id, modified_at, occurrence, next fire at, due at, fired at)[]: a firing pass's
+-- completion of the rows it locked (`lock_due`): the compare-and-set is on what it read,
+-- the occurrence and modified_at (the rows whose ids come back held).
 UPDATE schedules AS s
 SET next_fire_at = v.next_fire_at, due_at = v.due_at, claim_token = NULL,
     last_fired_at = COALESCE(v.fired_at, s.last_fired_at)
@@ -582,29 +569,11 @@ FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[]
 WHERE s.id = v.id AND s.modified_at = v.modified_at AND s.next_fire_at = v.occurrence
 RETURNING s.id;
 
--- name: delete_read
--- (id, modified_at, occurrence)[]: `delete_fired_schedule` for rows a pass locked
+-- name: delete_fired_schedule
+-- (id, modified_at, occurrence)[]: `advance_schedule` for one-shots that delete themselves
 DELETE FROM schedules AS s
 USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS v(id, modified_at, occurrence)
 WHERE s.id = v.id AND s.modified_at = v.modified_at AND s.next_fire_at = v.occurrence
-RETURNING s.id;
-
--- name: advance_schedule
--- (id, claim token, occurrence, next fire at, due at, fired at)[]: compare-and-set on the
--- claim and the occurrence, so an occurrence advances (fires) once.
-UPDATE schedules AS s
-SET next_fire_at = v.next_fire_at, due_at = v.due_at, claim_token = NULL,
-    last_fired_at = COALESCE(v.fired_at, s.last_fired_at)
-FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
-            %s::bigint[]) AS v(id, token, occurrence, next_fire_at, due_at, fired_at)
-WHERE s.id = v.id AND s.claim_token = v.token AND s.next_fire_at = v.occurrence
-RETURNING s.id;
-
--- name: delete_fired_schedule
--- (id, claim token, occurrence)[]
-DELETE FROM schedules AS s
-USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS v(id, token, occurrence)
-WHERE s.id = v.id AND s.claim_token = v.token AND s.next_fire_at = v.occurrence
 RETURNING s.id;
 
 -- name: count_schedules

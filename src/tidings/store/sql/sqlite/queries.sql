@@ -430,48 +430,28 @@ SELECT COUNT(*), MAX(s.due_at),
 FROM (SELECT id, group_name, name, due_at FROM schedules
       WHERE due_at >= ? AND due_at < ? ORDER BY due_at LIMIT ?) AS s;
 
--- name: claim_due
--- Claiming moves due_at to the end of the claim: if this node dies before completing,
--- the row becomes due again then and another dispatcher takes it (no rescuer needed).
-UPDATE schedules SET due_at = :until, claim_token = :token
-WHERE id IN (SELECT id FROM schedules WHERE due_at <= :now ORDER BY due_at LIMIT :limit)
-RETURNING id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
-          target, action_after_completion, description, client_token, next_fire_at, due_at,
-          last_fired_at, created_at, modified_at;
-
 -- name: read_due
--- A firing pass's claim on a single-writer database (`Store.firing_pass`): a plain read,
--- no mark. The pass plans outside any transaction, then completes with `delete_read` /
--- `advance_read`, whose compare-and-set on the occurrence and modified_at refuses a row
--- fired, updated or deleted since; a pass killed before completing wrote nothing, so its
--- rows are due at once.
+-- (now, limit) A firing pass's claim on a single-writer database (`Store.firing_pass`): a
+-- plain read, no mark. The pass plans outside any transaction, then completes with
+-- `delete_fired_schedule` / `advance_schedule`, whose compare-and-set on what it read
+-- refuses a row fired, updated or deleted since; a pass killed before completing wrote
+-- nothing, so its rows are due at once.
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
        last_fired_at, created_at, modified_at
 FROM schedules WHERE due_at <= ? ORDER BY due_at LIMIT ?;
 
--- name: advance_read
--- (id, modified_at, occurrence, next fire at, due at, fired at): `advance_schedule` for a
--- row read by `read_due`: the compare-and-set is on the occurrence (fired since?) and
--- modified_at (updated since?) instead of a claim token (the row count is checked).
+-- name: advance_schedule
+-- (id, modified_at, occurrence, next fire at, due at, fired at): a firing pass's completion
+-- of a row it claimed (`read_due`): the compare-and-set is on what the pass read, the
+-- occurrence (fired since?) and modified_at (updated since?); the row count is checked.
 UPDATE schedules SET next_fire_at = ?4, due_at = ?5, claim_token = NULL,
     last_fired_at = COALESCE(?6, last_fired_at)
 WHERE id = ?1 AND modified_at = ?2 AND next_fire_at = ?3;
 
--- name: delete_read
--- (id, modified_at, occurrence): `delete_fired_schedule` for a row read by `read_due`
-DELETE FROM schedules WHERE id = ?1 AND modified_at = ?2 AND next_fire_at = ?3;
-
--- name: advance_schedule
--- (id, claim token, occurrence, next fire at, due at, fired at): compare-and-set on the
--- claim and the occurrence, so an occurrence advances (fires) once.
-UPDATE schedules SET next_fire_at = ?4, due_at = ?5, claim_token = NULL,
-    last_fired_at = COALESCE(?6, last_fired_at)
-WHERE id = ?1 AND claim_token = ?2 AND next_fire_at = ?3;
-
 -- name: delete_fired_schedule
--- (id, claim token, occurrence)
-DELETE FROM schedules WHERE id = ?1 AND claim_token = ?2 AND next_fire_at = ?3;
+-- (id, modified_at, occurrence): `advance_schedule` for a one-shot that deletes itself
+DELETE FROM schedules WHERE id = ?1 AND modified_at = ?2 AND next_fire_at = ?3;
 
 -- name: count_schedules
 SELECT COUNT(*) FROM schedules;
