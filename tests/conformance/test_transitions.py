@@ -224,6 +224,33 @@ def test_a_firing_writes_once_whichever_pass_completes_first(store: Store) -> No
     assert store.next_due_at() is None
 
 
+def test_every_write_to_a_schedule_adds_one_to_its_version(store: Store) -> None:
+    """What a firing pass's completion compares (`FiringPass.complete`): every write moves
+    it, even one at the same instant with the same values, where `modified_at` stays."""
+    store.create_queue("fired", QueueAttributes.build(), NOW)
+    store.create_group("spring", {}, NOW)
+    store.create_campaign(CampaignRecord("spring", (Step("s1"),), "tpl",
+                                         CampaignStatus.ACTIVE, 0, 0, 0, 0, NOW, NOW))
+    row = NewSchedule(ScheduleSpec("s", "rate(1 minute)", Target(TargetKind.QUEUE, "fired"),
+                                   group="spring"), NOW, NOW)
+    store.insert_schedules([row], NOW)
+    versions = [store.get_schedule("spring", "s").version]
+    store.replace_schedule(row, NOW)
+    versions.append(store.get_schedule("spring", "s").version)
+    with store.firing_pass(NOW, 10, 10_000) as p:
+        [s] = p.schedules
+        assert p.complete([Firing(s.id, NOW, NOW + 60_000, NOW + 60_000, delete=False,
+                                  fired=True)], NOW) == [True]
+    versions.append(store.get_schedule("spring", "s").version)
+    store.set_campaign_status("spring", CampaignStatus.ACTIVE, CampaignStatus.PAUSED, NOW)
+    versions.append(store.get_schedule("spring", "s").version)
+    store.set_campaign_status("spring", CampaignStatus.PAUSED, CampaignStatus.ACTIVE, NOW)
+    assert store.enable_campaign_schedules("spring", [("s", NOW + 60_000)], NOW) == 1
+    latest = store.get_schedule("spring", "s")
+    assert versions + [latest.version] == [0, 1, 2, 3, 4]
+    assert latest.modified_at == NOW  # (unchanged all along: a frozen clock)
+
+
 def _delivery(state: DeliveryState = DeliveryState.QUEUED) -> Delivery:
     return Delivery(id="d-1", message_id="d-1@x", sender="a@x.org", recipients=("b@x.org",),
                     state=state, created_at=NOW, updated_at=NOW)

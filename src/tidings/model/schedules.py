@@ -239,6 +239,8 @@ class Schedule:
     last_fired_at: int | None
     created_at: int
     modified_at: int
+    #: Every write to the row adds one: what a firing pass compares (a compare-and-set).
+    version: int = 0
 
     @property
     def name(self) -> str:

@@ -8,7 +8,8 @@ methods. The async server bridges with a small thread pool sized by `max_concurr
 
 Invariants every backend keeps (`tests/conformance` checks them on both):
 - every write that depends on a state is a compare-and-set: a message's on its lease
-  (`visible_at`, `lease_token`), a firing's on (claim token, occurrence), a stored status
+  (`visible_at`, `lease_token`), a firing's on the schedule's `version` as its firing
+  pass read it (every write to a schedule adds one to its version), a stored status
   on the status it was read with (`tidings.model.states`), so a stale receipt, a lost
   claim or a lost race never changes what someone else now holds;
 - a multi-row call is one transaction: all of it happens or none of it;

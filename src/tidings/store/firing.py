@@ -27,8 +27,8 @@ class SqlFiringPass:
         self._conn = conn
         self._open = True
         claimed = [rows.schedule(r) for r in found]
-        #: schedule id -> what the completion compares: the row as this pass read it
-        self._read = {s.id: s.modified_at for s in claimed}
+        #: schedule id -> the version this pass read: what its completion compares
+        self._read = {s.id: s.version for s in claimed}
         claimed.sort(key=lambda s: (s.next_fire_at or 0, s.id))
         self.schedules: Sequence[Schedule] = claimed
 

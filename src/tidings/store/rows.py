@@ -92,7 +92,7 @@ def schedule(row: Row) -> Schedule:
     classes is set here (tests/unit/store/test_schedule_rows.py compares with `__init__`'s)."""
     (schedule_id, group, name, state, expression, timezone, start_ms, end_ms, flex, target,
      action, description, client_token, next_fire_at, due_at, last_fired_at, created_at,
-     modified_at) = row
+     modified_at, version) = row
     spec = _new(ScheduleSpec)
     _set(spec, "__dict__", {
         "name": name, "expression": expression, "target": target_of(target), "group": group,
@@ -103,7 +103,8 @@ def schedule(row: Row) -> Schedule:
     made = _new(Schedule)
     _set(made, "__dict__", {
         "spec": spec, "id": schedule_id, "next_fire_at": next_fire_at, "due_at": due_at,
-        "last_fired_at": last_fired_at, "created_at": created_at, "modified_at": modified_at})
+        "last_fired_at": last_fired_at, "created_at": created_at, "modified_at": modified_at,
+        "version": version})
     return made
 
 

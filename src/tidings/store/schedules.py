@@ -111,7 +111,8 @@ class SqlSchedules(SqlBase):
         if made is None:
             return None
         return Schedule(spec=row.spec, id=made, next_fire_at=row.next_fire_at,
-                        due_at=row.due_at, last_fired_at=None, created_at=now, modified_at=now)
+                        due_at=row.due_at, last_fired_at=None, created_at=now, modified_at=now,
+                        version=0)
 
     def insert_schedule_rows(self, rows: Sequence[ScheduleRow],
                              campaign: str | None = None) -> int:

@@ -17,7 +17,13 @@ import pytest
 from tidings.client import Tidings
 from tidings.clock import FrozenClock, from_ms
 from tidings.errors import ScheduleNotFound, StoreUnavailable
-from tidings.model.schedules import ActionAfterCompletion, Schedule, ScheduleSpec, Target
+from tidings.model.schedules import (
+    ActionAfterCompletion,
+    Schedule,
+    ScheduleSpec,
+    ScheduleState,
+    Target,
+)
 from tidings.settings import Settings
 from tidings.store.base import Firing, TargetMessage
 
@@ -170,6 +176,43 @@ def test_a_schedule_updated_while_its_pass_plans_is_not_fired_by_the_old_plan(
         assert p.complete([_fire(s)], clock.now_ms()) == [False]
     assert t.schedules.get("one").spec.target.input == "new input"
     assert t.store.next_due_at() is not None  # still due: the next pass fires the new one
+
+
+@pytest.mark.parametrize("change", ["paused", "updated"])
+def test_a_change_in_the_millisecond_of_the_read_refuses_the_stale_completion(
+        t: Tidings, clock: FrozenClock, change: str) -> None:
+    """The clock never moves: the one-shot is created due, read by the pass and paused (or
+    updated) in one millisecond, so its `modified_at` is what the pass read. Its version
+    is not: the completion planned from the row as it was must neither fire the old
+    input nor delete the paused schedule. (PostgreSQL: the pass holds the row's lock,
+    so the change waits for the pass instead: see the test above.)"""
+    if t.store.inline_lock is None:
+        pytest.skip("PostgreSQL: a change waits for the pass that locked its row")
+    t.queues.create_queue("jobs")
+    jobs = t.store.get_queue("jobs")
+    now = clock.now_ms()
+    spec = ScheduleSpec.once("one", from_ms(now), Target.queue("jobs", "old input"),
+                             action_after_completion=ActionAfterCompletion.DELETE)
+    t.schedules.create(spec)
+    with t.store.firing_pass(now, 10, 10_000) as p:
+        [s] = p.schedules
+        planned = _fire(s, messages=[TargetMessage(jobs.id, False, t.queues.new_message(
+            jobs, "old input", now=now))])
+        if change == "paused":
+            changed = t.schedules.set_state("one", ScheduleState.DISABLED)
+        else:
+            changed = t.schedules.update(ScheduleSpec.once(
+                "one", from_ms(now), Target.queue("jobs", "new input"),
+                action_after_completion=ActionAfterCompletion.DELETE))
+        assert (changed.modified_at, changed.next_fire_at) == (s.modified_at, s.next_fire_at)
+        assert changed.version == s.version + 1
+        assert p.complete([planned], now) == [False]
+    assert t.store.peek_messages(jobs.id, None, 10) == []  # the old plan fired nothing
+    kept = t.schedules.get("one")
+    if change == "paused":
+        assert kept.spec.state is ScheduleState.DISABLED and kept.due_at is None
+    else:  # still due: the next pass fires the new input
+        assert kept.spec.target.input == "new input" and kept.due_at == now
 
 
 def _an_update_waits_for_the_pass_that_locked_its_row(t: Tidings, clock: FrozenClock,

@@ -21,13 +21,13 @@ from tidings.store import rows
 def test_a_schedule_row_makes_the_schedule_init_would() -> None:
     target = Target(TargetKind.QUEUE, "jobs", input='{"a": 1}')
     row = (7, "g", "n", "DISABLED", "rate(5 minutes)", "Europe/Paris", 1, 2, 15,
-           target_text(target), "DELETE", "about", "tok", 100, 105, 90, 10, 20)
+           target_text(target), "DELETE", "about", "tok", 100, 105, 90, 10, 20, 3)
     spec = ScheduleSpec("n", "rate(5 minutes)", target, group="g", timezone="Europe/Paris",
                         start_ms=1, end_ms=2, state=ScheduleState.DISABLED,
                         flexible_window_minutes=15,
                         action_after_completion=ActionAfterCompletion.DELETE,
                         description="about", client_token="tok")
-    expected = Schedule(spec, 7, 100, 105, 90, 10, 20)
+    expected = Schedule(spec, 7, 100, 105, 90, 10, 20, 3)
     got = rows.schedule(row)
     assert got == expected
     for cls, made, want in ((Schedule, got, expected), (ScheduleSpec, got.spec, spec)):

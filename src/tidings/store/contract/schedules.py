@@ -133,9 +133,10 @@ class ScheduleStore(Protocol):
           out) is ended by the server: its rows go to the next pass, and its completion
           raises `StoreUnavailable`.
 
-        Either way the completion is a compare-and-set on what the pass read (the row's
-        occurrence and modification), so a firing of a row deleted, changed, paused or
-        fired since writes nothing. The handle is only good inside the block."""
+        Either way the completion is a compare-and-set on what the pass read: the row's
+        `version` (every write to a schedule adds one) and its occurrence, so a firing of
+        a row deleted, changed, paused or fired since writes nothing, however soon after
+        the read that was. The handle is only good inside the block."""
         ...
 
     def count_schedules(self) -> int: ...
