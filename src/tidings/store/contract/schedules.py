@@ -19,8 +19,7 @@ class NewSchedule:
     due_at: int | None
 
 
-@dataclass(frozen=True)
-class TargetMessage:
+class TargetMessage(NamedTuple):
     """A message a firing writes, in the firing's own transaction."""
 
     queue_id: int
@@ -28,10 +27,10 @@ class TargetMessage:
     message: NewMessage
 
 
-@dataclass(frozen=True)
-class Firing:
+class Firing(NamedTuple):
     """The outcome of one claimed schedule: what to write, applied only if the pass's hold
-    on the row is still good (`FiringPass.complete`)."""
+    on the row is still good (`FiringPass.complete`). A tuple: a pass plans one per
+    schedule it claimed."""
 
     schedule_id: int
     occurrence: int  # the next_fire_at the pass read
