@@ -34,9 +34,11 @@ from tidings.store.contract.queues import (
     StoredSend,
     VisibilityChange,
 )
+from tidings.store.contract.runtime import StoreRuntime
 from tidings.store.contract.schedules import (
     Firing,
     FiringOutcome,
+    FiringPass,
     NewSchedule,
     ScheduleStore,
     TargetMessage,
@@ -44,14 +46,15 @@ from tidings.store.contract.schedules import (
 from tidings.store.contract.security import SecurityStore
 
 __all__ = [
-    "CampaignStore", "DeliveryQuery", "EmailStore", "Firing", "FiringOutcome", "JobAck",
-    "JobLease", "NewSchedule", "NodeStore", "QueueStore", "ReceiveOutcome", "ReceiveParams",
-    "Rejection", "Reservation", "ScheduleStore", "SecurityStore", "Store", "StoredSend",
-    "TargetMessage", "VisibilityChange",
+    "CampaignStore", "DeliveryQuery", "EmailStore", "Firing", "FiringOutcome", "FiringPass",
+    "JobAck", "JobLease", "NewSchedule", "NodeStore", "QueueStore", "ReceiveOutcome",
+    "ReceiveParams", "Rejection", "Reservation", "ScheduleStore", "SecurityStore", "Store",
+    "StoreRuntime", "StoredSend", "TargetMessage", "VisibilityChange",
 ]
 
 
-class Store(QueueStore, ScheduleStore, EmailStore, CampaignStore, NodeStore, SecurityStore,
-            Protocol):
+class Store(StoreRuntime, QueueStore, ScheduleStore, EmailStore, CampaignStore, NodeStore,
+            SecurityStore, Protocol):
     """Everything a backend stores: the one contract `open_store` returns. Each part lives
-    in `tidings.store.contract`, named after what it stores."""
+    in `tidings.store.contract`, named after what it stores; `StoreRuntime` is how it
+    runs."""

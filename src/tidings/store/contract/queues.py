@@ -11,7 +11,6 @@ from tidings.model.messages import NewMessage, StoredMessage
 from tidings.model.queues import MoveTask, QueueAttributes, QueueCounts, QueueRecord
 from tidings.model.receipts import Receipt
 from tidings.model.states import MoveTaskStatus
-from tidings.store.driver import ConnectionLock
 
 
 @dataclass(frozen=True)
@@ -76,18 +75,6 @@ class Rejection:
 
 class QueueStore(Protocol):
     """Durable state of queues and messages."""
-
-    url: str
-    max_concurrency: int
-    #: `Driver.inline_lock`: set where one connection serves every call (SQLite).
-    inline_lock: ConnectionLock | None
-
-    def close(self) -> None: ...
-
-    def ping(self) -> None:
-        """A read that touches no table: raises StoreUnavailable if the database does not
-        answer (the readiness probe)."""
-        ...
 
     def get_or_create_secret(self, key: str, make: bytes) -> bytes:
         """Return the stored secret `key`, storing `make` first if there is none (atomic)."""

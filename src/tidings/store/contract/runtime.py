@@ -1,0 +1,24 @@
+"""What runs a store rather than what it stores: where it is, how it is reached from the
+async server (`engine.bridge.Bridge.for_store` sizes its threads by `max_concurrency` and
+runs short calls inline under `inline_lock`), whether it answers, and closing it."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from tidings.store.driver import ConnectionLock
+
+
+class StoreRuntime(Protocol):
+    url: str
+    #: How many store calls may usefully run at once (1 for SQLite: one writer).
+    max_concurrency: int
+    #: `Driver.inline_lock`: set where one connection serves every call (SQLite).
+    inline_lock: ConnectionLock | None
+
+    def close(self) -> None: ...
+
+    def ping(self) -> None:
+        """A read that touches no table: raises StoreUnavailable if the database does not
+        answer (the readiness probe)."""
+        ...
