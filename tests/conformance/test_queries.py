@@ -54,3 +54,15 @@ def test_no_postgres_statement_limits_a_locking_subquery_it_may_run_twice() -> N
                 before = text[:found.start()].rstrip()
                 assert before.endswith("AS MATERIALIZED"), \
                     f"{name}: a LIMITed locking subquery outside a MATERIALIZED CTE"
+
+
+def test_every_write_to_a_schedule_row_adds_one_to_its_version() -> None:
+    """A firing pass's completion is a compare-and-set on the version it read
+    (`FiringPass.complete`): a statement that changed a schedule and left its version
+    alone would let a completion planned from the row as it was go through."""
+    for backend in ("sqlite", "postgres"):
+        for name, sql in queries(backend).items():
+            code = " ".join(line.split("--")[0] for line in sql.splitlines())
+            if re.search(r"\bUPDATE\s+schedules\b", code, re.IGNORECASE):
+                assert re.search(r"\bversion\s*=\s*(s\.)?version\s*\+\s*1\b", code), \
+                    f"{backend}: {name} writes a schedule without a new version"

@@ -200,22 +200,55 @@ def test_two_receivers_racing_never_lease_one_message_twice(db_url: str) -> None
             s.close()
 
 
-def test_a_lost_firing_claim_writes_nothing(store: Store) -> None:
+def test_a_firing_writes_once_whichever_pass_completes_first(store: Store) -> None:
     queue = store.create_queue("fired", QueueAttributes.build(), NOW)
     spec = ScheduleSpec("once", "at(2027-01-01T00:00:00)", Target(TargetKind.QUEUE, "fired"))
     store.insert_schedules([NewSchedule(spec, NOW, NOW)], NOW)
-    [first] = store.claim_due_schedules(NOW, 10, 1_000, token=1)
-    # the claim runs out; another dispatcher takes the occurrence
-    [second] = store.claim_due_schedules(NOW + 1_001, 10, 1_000, token=2)
-    def firing(token: int) -> Firing:
-        return Firing(first.id, token, NOW, None, None, delete=True, fired=True,
-                      messages=[TargetMessage(queue.id, False, _message(token, NOW))])
 
-    assert store.complete_firings([firing(1)], NOW + 1_002) == [False]
-    assert store.complete_firings([firing(2)], NOW + 1_003) == [True]
-    assert store.complete_firings([firing(2)], NOW + 1_004) == [False]  # no second time
-    assert store.queue_counts(queue.id, NOW + 2_000).visible == 1
-    assert second.id == first.id
+    def firing(schedule_id: int, n: int) -> Firing:
+        return Firing(schedule_id, NOW, None, None, delete=True, fired=True,
+                      messages=[TargetMessage(queue.id, False, _message(n, NOW))])
+
+    with store.firing_pass(NOW, 10, 10_000) as first:
+        [claimed] = first.schedules
+        # A second pass meanwhile (another dispatcher, or one that outlived its process):
+        # SQLite's claim is a read, so it reads the row too and fires it first;
+        # PostgreSQL's first pass holds the row's lock, so the second skips it.
+        with store.firing_pass(NOW + 1, 10, 10_000) as second:
+            assert second.complete([firing(s.id, 2) for s in second.schedules],
+                                   NOW + 2) == [True] * len(second.schedules)
+        won = not second.schedules
+        assert first.complete([firing(claimed.id, 1)], NOW + 3) == [won]
+    [m] = store.peek_messages(queue.id, None, 10)
+    assert m.message_id == ("m-1" if won else "m-2")
+    assert store.next_due_at() is None
+
+
+def test_every_write_to_a_schedule_adds_one_to_its_version(store: Store) -> None:
+    """What a firing pass's completion compares (`FiringPass.complete`): every write moves
+    it, even one at the same instant with the same values, where `modified_at` stays."""
+    store.create_queue("fired", QueueAttributes.build(), NOW)
+    store.create_group("spring", {}, NOW)
+    store.create_campaign(CampaignRecord("spring", (Step("s1"),), "tpl",
+                                         CampaignStatus.ACTIVE, 0, 0, 0, 0, NOW, NOW))
+    row = NewSchedule(ScheduleSpec("s", "rate(1 minute)", Target(TargetKind.QUEUE, "fired"),
+                                   group="spring"), NOW, NOW)
+    store.insert_schedules([row], NOW)
+    versions = [store.get_schedule("spring", "s").version]
+    store.replace_schedule(row, NOW)
+    versions.append(store.get_schedule("spring", "s").version)
+    with store.firing_pass(NOW, 10, 10_000) as p:
+        [s] = p.schedules
+        assert p.complete([Firing(s.id, NOW, NOW + 60_000, NOW + 60_000, delete=False,
+                                  fired=True)], NOW) == [True]
+    versions.append(store.get_schedule("spring", "s").version)
+    store.set_campaign_status("spring", CampaignStatus.ACTIVE, CampaignStatus.PAUSED, NOW)
+    versions.append(store.get_schedule("spring", "s").version)
+    store.set_campaign_status("spring", CampaignStatus.PAUSED, CampaignStatus.ACTIVE, NOW)
+    assert store.enable_campaign_schedules("spring", [("s", NOW + 60_000)], NOW) == 1
+    latest = store.get_schedule("spring", "s")
+    assert versions + [latest.version] == [0, 1, 2, 3, 4]
+    assert latest.modified_at == NOW  # (unchanged all along: a frozen clock)
 
 
 def _delivery(state: DeliveryState = DeliveryState.QUEUED) -> Delivery:

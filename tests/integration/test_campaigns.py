@@ -218,16 +218,16 @@ def test_a_campaign_paused_while_a_pass_plans_its_firing_is_serialised_with_it(
     clock.set(due + 1)
     locking = tc.store.inline_lock is None
     pausing = threading.Thread(target=lambda: tc.campaigns.pause("spring"))
-    with tc.store.firing_pass():
-        [s] = tc.store.claim_due_schedules(clock.now_ms(), 10, 10_000, 7)
+    with tc.store.firing_pass(clock.now_ms(), 10, 10_000) as p:
+        [s] = p.schedules
         clock.advance(1)
         pausing.start()
         pausing.join(0.5 if locking else 10)
         assert pausing.is_alive() is locking  # PostgreSQL: waiting on the row lock
         assert s.next_fire_at is not None
-        firing = Firing(schedule_id=s.id, claim_token=7, occurrence=s.next_fire_at,
+        firing = Firing(schedule_id=s.id, occurrence=s.next_fire_at,
                         next_fire_at=None, due_at=None, delete=True, fired=True)
-        assert tc.store.complete_firings([firing], clock.now_ms()) == [locking]
+        assert p.complete([firing], clock.now_ms()) == [locking]
     pausing.join(10)
     assert not pausing.is_alive()
     if locking:  # fired and deleted, once, before the pause

@@ -2,13 +2,14 @@
 
 One pass claims up to `batch` due schedules (earliest first), plans each firing in Python
 (next occurrence, target message), then completes them all in one transaction that
-advances or deletes each schedule *and* writes its messages. The claim marks no row
-(`Store.firing_pass`): on SQLite (one writer) it is a plain read and planning holds no
-lock, so other writers go on meanwhile; on PostgreSQL the pass is one transaction whose
-claim locks the rows (`SKIP LOCKED`: other nodes take others) and which the server ends
-if the node stalls for `claim_ms`. The completion is a compare-and-set on the occurrence
-and the row's modification time, so a node that lost its rows (stalled past `claim_ms`,
-or killed) writes nothing, and the node that took over fires the occurrence once. When
+advances or deletes each schedule *and* writes its messages, through the pass's handle
+(`with store.firing_pass(…) as p`). The claim marks no row: on SQLite (one writer) it is
+a plain read and planning holds no lock, so other writers go on meanwhile; on PostgreSQL
+the pass is one transaction whose claim locks the rows (`SKIP LOCKED`: other nodes take
+others) and which the server ends if the node stalls for `claim_ms`. The completion is a
+compare-and-set on what the pass read, so a node that lost its rows (stalled past
+`claim_ms`, or killed) writes nothing, and the node that took over fires the occurrence
+once. When
 nothing is due the loop sleeps until the next due instant, at most IDLE_POLL_S, woken early
 when a schedule due within the wake horizon is created (`notify.base.wakes_dispatchers`;
 one due later is found by that poll in time): idle costs one indexed query a second.
@@ -22,10 +23,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tidings.clock import Clock
 from tidings.engine import metrics
@@ -67,9 +67,15 @@ WARM_SPAN_MS = 2_000
 WARM_CHUNK = 500
 WARM_MAX = 50_000
 DELIVERED = Outcome.DELIVERED.value
-_new_row = tuple.__new__
-_new = object.__new__
-_set = object.__setattr__
+
+
+class _Planned(NamedTuple):
+    """A pass's plan for one schedule: its firing, and what the dispatcher counts of it
+    once the firing is durable."""
+
+    firing: Firing
+    due: int  # when the fired occurrence was due (its flexible offset included)
+    in_target: bool  # delivered by the firing itself (written into its target queue)
 
 
 @dataclass
@@ -177,32 +183,30 @@ class Dispatcher:
         """Claim, plan and complete one batch (of at most `limit`, default `batch`);
         returns how many schedules were claimed."""
         now = self.clock.now_ms()
-        token = secrets.randbits(62)
-        with self.store.firing_pass():
-            claimed = self.store.claim_due_schedules(now, limit or self.batch,
-                                                     self.claim_ms, token)
+        with self.store.firing_pass(now, limit or self.batch, self.claim_ms) as firing_pass:
+            claimed = firing_pass.schedules
             if not claimed:
                 return 0
             batch = _Batch(now, {})
-            firings = [self._plan(s, token, batch) for s in claimed]
-            done_at = self.clock.now_ms()
-            held = self.store.complete_firings(firings, done_at)
+            planned = [self._plan(s, batch) for s in claimed]
+            held = firing_pass.complete([p.firing for p in planned], self.clock.now_ms())
         committed = self.clock.now_ms()  # lateness counts until the firing is durable
         lateness: list[int] = []
         touched: set[int] = set()
         fired_by_kind: dict[str, int] = {}
         in_target = 0
         skipped = 0
-        for firing, schedule, ok in zip(firings, claimed, held, strict=True):
+        for (firing, due, delivered), schedule, ok in zip(planned, claimed, held, strict=True):
             if not ok:
-                log.warning("lost the claim on schedule %s/%s; another node fired it",
+                log.warning("schedule %s/%s changed or fired elsewhere while this pass planned "
+                            "it; this pass did not fire it",
                             schedule.group, schedule.name)
                 continue
             if firing.fired:
                 kind = schedule.spec.target.kind.value
                 fired_by_kind[kind] = fired_by_kind.get(kind, 0) + 1
-                in_target += firing.in_target
-                lateness.append(committed - firing.occurrence_due)
+                in_target += delivered
+                lateness.append(committed - due)
                 for m in firing.messages:
                     touched.add(m.queue_id)
             else:
@@ -229,7 +233,7 @@ class Dispatcher:
                 batch.queues[name] = None
         return batch.queues[name]
 
-    def _plan(self, s: Schedule, token: int, batch: _Batch) -> _PlannedFiring:
+    def _plan(self, s: Schedule, batch: _Batch) -> _Planned:
         spec, now = s.spec, batch.now
         occurrence = s.next_fire_at
         assert occurrence is not None  # a claimed row has one (CHECK constraint)
@@ -269,20 +273,14 @@ class Dispatcher:
         elif not fired:
             outcome = outcome_row(s.id, fire_at, now, Outcome.SKIPPED, 0,
                                   "older than the maximum event age")
-        elif in_target:  # the usual case: a plain tuple, built without NamedTuple's __new__
-            outcome = _new_row(FiringOutcome, (s.id, fire_at, now, DELIVERED, 1, None))
+        elif in_target:  # the usual case
+            outcome = FiringOutcome(s.id, fire_at, now, DELIVERED, 1, None)
         elif s.id in batch.refused:
             outcome = outcome_row(s.id, fire_at, now, Outcome.DEAD_LETTERED if messages
                                   else Outcome.DROPPED, 1, batch.refused[s.id])
-        # Built without the frozen dataclass's `__init__` (11 guarded `setattr`s), one per
-        # firing; every field is set (tests/unit/engine/test_dispatcher_rows.py).
-        planned = _new(_PlannedFiring)
-        _set(planned, "__dict__", {
-            "schedule_id": s.id, "claim_token": token, "occurrence": occurrence,
-            "next_fire_at": nxt, "due_at": None if nxt is None else due_of(nxt),
-            "delete": delete, "fired": fired, "messages": messages, "outcome": outcome,
-            "occurrence_due": due_of(fire_at), "in_target": in_target})
-        return planned
+        firing = Firing(s.id, occurrence, nxt, None if nxt is None else due_of(nxt), delete,
+                        fired, messages, outcome)
+        return _Planned(firing, due_of(fire_at), in_target)
 
     def _context(self, s: Schedule, fire_at: int) -> FiringContext:
         spec = s.spec
@@ -351,16 +349,6 @@ class Dispatcher:
                  dedup: str | None, now: int,
                  attributes: dict[str, MessageAttributeValue] | None = None, *,
                  scheduled_at: int | None = None) -> TargetMessage:
-        made = _new(TargetMessage)  # as _PlannedFiring: one per firing
-        _set(made, "__dict__", {
-            "queue_id": queue.id, "fifo": queue.attributes.fifo,
-            "message": self.queues.new_message(
-                queue, body, now=now, group_id=group_id, deduplication_id=dedup,
-                attributes=attributes, scheduled_at=scheduled_at)})
-        return made
-
-
-@dataclass(frozen=True)
-class _PlannedFiring(Firing):
-    occurrence_due: int = 0
-    in_target: bool = False
+        return TargetMessage(queue.id, queue.attributes.fifo, self.queues.new_message(
+            queue, body, now=now, group_id=group_id, deduplication_id=dedup,
+            attributes=attributes, scheduled_at=scheduled_at))

@@ -6,7 +6,7 @@ import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tidings.errors import ValidationError
 from tidings.model.digests import (
@@ -24,8 +24,6 @@ _INVALID_BODY_CHARS = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\
 _ID_RE = re.compile(r"^[A-Za-z0-9!\"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~]{1,128}$")
 
 
-_new = object.__new__
-_set = object.__setattr__
 _ids = random.Random()  # seeded from os.urandom once, at import
 
 
@@ -51,9 +49,10 @@ class OutgoingMessage:
     deliver_at: int | None = None  # epoch ms: receivable from then on (native faces only)
 
 
-@dataclass(frozen=True)
-class NewMessage:
-    """A validated message ready for the store: all instants computed, digests taken."""
+class NewMessage(NamedTuple):
+    """A validated message ready for the store: all instants computed, digests taken.
+    Validated by `prepare` (or the engine that builds one), not here: a tuple, as every
+    send and every firing makes one."""
 
     message_id: str
     body: str
@@ -68,7 +67,6 @@ class NewMessage:
     scheduled_at: int | None = None  # the occurrence, when a schedule fired it
 
 
-
 @dataclass(frozen=True)
 class SendResult:
     entry_id: str | None
@@ -79,10 +77,11 @@ class SendResult:
     duplicate: bool = False  # FIFO: an earlier message had this deduplication id
 
 
-@dataclass(frozen=True)
-class StoredMessage:
+class StoredMessage(NamedTuple):
     """A message row as the store hands it out: leased by a receive (before the engine
-    signs its receipt), or read by a peek (which leases nothing)."""
+    signs its receipt), or read by a peek (which leases nothing). A tuple in the order of
+    the store's message columns (`store/rows.py`), then the FIFO sequence number: a
+    consumer gets one per job."""
 
     row_id: int
     lease_token: int | None  # None: never received
@@ -97,10 +96,10 @@ class StoredMessage:
     visible_at: int
     group_id: str | None
     deduplication_id: str | None
-    sequence_number: int | None
     source_queue_id: int | None  # in a DLQ: the queue it came from
     last_error: str | None
     scheduled_at: int | None  # the occurrence, when a schedule fired it
+    sequence_number: int | None  # FIFO queues: the row id; None elsewhere
 
     def receipt(self, queue_id: int) -> Receipt:
         """What proves a receive's hold on it (only a leased message has one)."""
@@ -228,23 +227,9 @@ def prepare(
     elif group_id is not None:
         check_token("MessageGroupId", group_id)  # SQS allows it on standard queues (fair queues)
     attrs = dict(msg.attributes) or None
-    # Built without the frozen dataclass's `__init__` (11 guarded `setattr`s): every send
-    # and every firing makes one; every field is set here (tests/unit/model/test_messages.py).
-    made = _new(NewMessage)
-    _set(made, "__dict__", {
-        "message_id": new_message_id(),
-        "body": msg.body,
-        "md5_body": md5_of_body(msg.body),
-        "attributes": attrs,
-        "md5_attributes": md5_of_attributes(attrs) if attrs else None,
-        "visible_at": visible_at,
-        "sent_at": now,
-        "expires_at": now + retention_s * 1000,
-        "group_id": group_id,
-        "deduplication_id": dedup_id,
-        "scheduled_at": scheduled_at,
-    })
-    return made
+    return NewMessage(new_message_id(), msg.body, md5_of_body(msg.body), attrs,
+                      md5_of_attributes(attrs) if attrs else None, visible_at, now,
+                      now + retention_s * 1000, group_id, dedup_id, scheduled_at)
 
 
 def check_token(field_name: str, value: object) -> str:

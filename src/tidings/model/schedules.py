@@ -168,9 +168,14 @@ def _input(value: Any) -> str | None:
             from None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class ScheduleSpec:
-    """What a user gives to create or (fully) replace a schedule."""
+    """What a user gives to create or (fully) replace a schedule, and what the store gives
+    back of one. Checked by `validated`, not on construction: the store builds one per row
+    it reads (the dispatcher, one per firing), from what was checked when it was written.
+    Not frozen: on Python 3.11 a frozen dataclass's `__init__` sets each field through
+    `object.__setattr__`, which tripled what building a claimed schedule cost. Treat it
+    as immutable all the same; `dataclasses.replace` makes a changed copy."""
 
     name: str
     expression: str
@@ -230,9 +235,10 @@ def at_expression(when: datetime, field_name: str = "at") -> str:
     return f"at({text[:23]})" if ms % 1000 else f"at({text[:19]})"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Schedule:
-    """A stored schedule, with what the dispatcher keeps about it."""
+    """A stored schedule, with what the dispatcher keeps about it. Not frozen, for the
+    reason `ScheduleSpec` gives; treat it as immutable all the same."""
 
     spec: ScheduleSpec
     id: int
@@ -241,6 +247,8 @@ class Schedule:
     last_fired_at: int | None
     created_at: int
     modified_at: int
+    #: Every write to the row adds one: what a firing pass compares (a compare-and-set).
+    version: int = 0
 
     @property
     def name(self) -> str:

@@ -138,8 +138,8 @@ class ScheduleState(StrEnum):
 
 # Any state may be replaced by any other (UpdateSchedule is a full replace, pause and
 # resume flip a campaign's group): no table to check. What must not race is a schedule's
-# firing, a compare-and-set on (claim token, occurrence) in `complete_firings` (on the
-# occurrence alone for the rows a one-transaction SQLite pass read unmarked).
+# firing, a compare-and-set on what its firing pass read of the row
+# (`FiringPass.complete`).
 
 
 # email deliveries -----------------------------------------------------------------------

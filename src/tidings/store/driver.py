@@ -40,8 +40,8 @@ class Driver(Protocol):
     inline_lock: ConnectionLock | None
     #: One writer at a time for the whole database (SQLite). A firing pass may then read
     #: its claim without marking the rows and plan outside any transaction: the
-    #: completion's compare-and-set (the occurrence and `modified_at`) refuses a row that
-    #: changed meanwhile, and nothing was written that a crash would need to undo.
+    #: completion's compare-and-set (the row's version) refuses a row that changed
+    #: meanwhile, and nothing was written that a crash would need to undo.
     single_writer: bool
 
     @property

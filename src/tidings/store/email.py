@@ -117,7 +117,7 @@ class SqlEmail(SqlBase):
             won = [self._move_delivery(conn, d.id, d.state, DeliveryState.QUEUED,
                                        "resent by an operator", d.attempts, now)
                    for d, _ in resends]
-            self._write_messages(conn, queue_id, [m for (_, m), ok in
+            self.write_messages(conn, queue_id, [m for (_, m), ok in
                                                   zip(resends, won, strict=True) if ok],
                                  False, now)
         return won

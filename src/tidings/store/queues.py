@@ -111,10 +111,10 @@ class SqlQueues(SqlBase):
                       now: int, connection: Any = None) -> list[StoredSend]:
         if connection is not None:
             with self.driver.borrow(connection) as conn:
-                return self._write_messages(conn, queue_id, messages, fifo, now)
+                return self.write_messages(conn, queue_id, messages, fifo, now)
         if fifo:
             with self.driver.tx() as conn:
-                return self._write_messages(conn, queue_id, messages, fifo, now)
+                return self.write_messages(conn, queue_id, messages, fifo, now)
         if messages:
             self.driver.send_standard(queue_id, [message_row(queue_id, m) for m in messages],
                                       queue_channel(queue_id))

@@ -1,24 +1,24 @@
 """Schedules and schedule groups: the `ScheduleStore` half of `SqlStore`.
 
-A firing is a compare-and-set on (claim token, occurrence): a node that lost its claim
-(paused past it, or killed) writes nothing, so each occurrence fires once.
+A firing is a compare-and-set on what its pass read of the row (store/firing.py): a node
+that lost its rows (stalled past its hold, or killed) writes nothing, so each occurrence
+fires once.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from tidings.errors import GroupNotFound, ScheduleNotFound
-from tidings.model.messages import NewMessage
 from tidings.model.schedules import Schedule, ScheduleGroup, ScheduleRow, target_text
 from tidings.notify.base import SCHEDULES_CHANNEL, wakes_dispatchers
 from tidings.store import rows
-from tidings.store.base import Firing, FiringOutcome, NewSchedule
-from tidings.store.driver import Conn, Driver, Row
+from tidings.store.base import FiringOutcome, NewSchedule
+from tidings.store.driver import Conn
+from tidings.store.firing import SqlFiringPass
 from tidings.store.sqlbase import SqlBase
 
 
@@ -41,13 +41,6 @@ def schedule_rows(new: Sequence[NewSchedule], now: int) -> list[ScheduleRow]:
 
 
 class SqlSchedules(SqlBase):
-    def __init__(self, driver: Driver) -> None:
-        super().__init__(driver)
-        #: Per thread, inside a `firing_pass`: `read`, schedule id -> (token, modified_at)
-        #: of the rows the pass read unmarked (`read_due`, SQLite) or locked (`lock_due`,
-        #: PostgreSQL); `conn`, the pass's own transaction where it has one (PostgreSQL).
-        self._pass = threading.local()
-
     # groups -----------------------------------------------------------------------------
 
     def create_group(self, name: str, tags: dict[str, str], now: int,
@@ -118,7 +111,8 @@ class SqlSchedules(SqlBase):
         if made is None:
             return None
         return Schedule(spec=row.spec, id=made, next_fire_at=row.next_fire_at,
-                        due_at=row.due_at, last_fired_at=None, created_at=now, modified_at=now)
+                        due_at=row.due_at, last_fired_at=None, created_at=now, modified_at=now,
+                        version=0)
 
     def insert_schedule_rows(self, rows: Sequence[ScheduleRow],
                              campaign: str | None = None) -> int:
@@ -183,108 +177,32 @@ class SqlSchedules(SqlBase):
         count, last = self._one("warm_due", (start, until, limit))[:2]
         return int(count), None if last is None else int(last)
 
-    def claim_due_schedules(self, now: int, limit: int, claim_ms: int,
-                            token: int) -> list[Schedule]:
-        read: dict[int, tuple[int, int]] | None = getattr(self._pass, "read", None)
-        held: Conn | None = getattr(self._pass, "conn", None)
-        if held is not None:
-            # A pass with a transaction of its own (PostgreSQL): the rows are locked in it,
-            # not marked. Marking wrote each row (and its WAL) once more and cost a commit
-            # of its own; a pass killed before completing rolls back, its rows due at once.
-            # The idle limit is the claim's length: a pass whose node stalls (paused,
-            # swapped out) that long is ended by the server, and its rows go to another
-            # node, as an expired claim's would.
-            found = held.execute(self.q["lock_due"],
-                                 (f"{max(claim_ms, 1)}ms", now, limit)).fetchall()
-        elif read is not None:
-            # A pass on a single-writer database (SQLite): read, don't mark. Marking would
-            # rewrite each row (and move it in the due_at index) for nothing: the
-            # completion compares the occurrence and `modified_at`, so a row fired,
-            # changed or deleted meanwhile refuses, and a pass killed before it wrote
-            # nothing, leaving the rows due at once (no claim to wait out). A read: the
-            # other process's writers go on meanwhile.
+    @contextmanager
+    def firing_pass(self, now: int, limit: int, hold_ms: int) -> Iterator[SqlFiringPass]:
+        if self.driver.single_writer:
+            # Read, don't mark: marking would rewrite each row (and move it in the due_at
+            # index) for nothing, since the completion compares what the pass read. A
+            # read: the other process's writers go on while this pass plans.
             with self.driver.read() as conn:
                 found = conn.execute(self.q["read_due"], (now, limit)).fetchall()
-        else:
-            # One statement: claiming moves due_at to the end of the claim, so if this
-            # node dies before completing, the row is simply due again then (no rescuer).
-            with self.driver.auto() as conn:
-                found = conn.execute(self.q["claim_due"], {
-                    "until": now + claim_ms, "token": token, "now": now,
-                    "limit": limit}).fetchall()
-        claimed = [rows.schedule(r) for r in found]
-        if read is not None:
-            read.update((s.id, (token, s.modified_at)) for s in claimed)
-        claimed.sort(key=lambda s: (s.next_fire_at or 0, s.id))
-        return claimed
-
-    @contextmanager
-    def firing_pass(self) -> Iterator[None]:
-        if self.driver.single_writer:
-            self._pass.read = {}
+            held = SqlFiringPass(self, found, None)
             try:
-                yield
+                yield held
             finally:
-                self._pass.read = None  # a read's rows can only be completed in its pass
+                held.close()
             return
-        # Many writers (PostgreSQL): one transaction, whose claim locks the rows
+        # Many writers (PostgreSQL): one transaction, whose claim locks the rows instead of
+        # marking them (a mark wrote each row, and its WAL, once more, and cost a commit of
+        # its own). The idle limit is `hold_ms`: a pass whose node stalls that long is
+        # ended by the server, and its rows go to another node.
         with self.driver.tx() as conn:
-            self._pass.read, self._pass.conn = {}, conn
+            found = conn.execute(self.q["lock_due"],
+                                 (f"{max(hold_ms, 1)}ms", now, limit)).fetchall()
+            held = SqlFiringPass(self, found, conn)
             try:
-                yield
+                yield held
             finally:
-                self._pass.read = self._pass.conn = None
-
-    @contextmanager
-    def _completion(self) -> Iterator[Conn]:
-        """The pass's own transaction, if it has one (its statements pipelined: the
-        completion reads only which rows held), else a new one."""
-        held: Conn | None = getattr(self._pass, "conn", None)
-        if held is None:
-            with self.driver.tx() as conn:
-                yield conn
-            return
-        with self.driver.pipelined(held):
-            yield held
-
-    def complete_firings(self, firings: Sequence[Firing], now: int) -> list[bool]:
-        read: dict[int, tuple[int, int]] = getattr(self._pass, "read", None) or {}
-        if read and all(read.get(f.schedule_id, (None,))[0] == f.claim_token
-                        for f in firings):
-            # Rows this pass read unmarked (`read_due`), maybe a while ago (planning
-            # holds no lock): the compare-and-set is on what a change would move, the
-            # occurrence (fired since) and `modified_at` (updated since).
-            deleting, advancing = "delete_read", "advance_read"
-            def claim(f: Firing) -> tuple[int, ...]:
-                return (read[f.schedule_id][1],)
-        else:
-            deleting, advancing = "delete_fired_schedule", "advance_schedule"
-            def claim(f: Firing) -> tuple[int, ...]:
-                return (f.claim_token,)
-        with self._completion() as conn:
-            held = {r[0] for r, ok in zip(*self._each(conn, deleting, [
-                (f.schedule_id, *claim(f), f.occurrence) for f in firings if f.delete]),
-                strict=True) if ok}
-            held.update(r[0] for r, ok in zip(*self._each(conn, advancing, [
-                (f.schedule_id, *claim(f), f.occurrence, f.next_fire_at, f.due_at,
-                 now if f.fired else None) for f in firings if not f.delete]),
-                strict=True) if ok)
-            pending: dict[tuple[int, bool], list[NewMessage]] = {}
-            for f in firings:
-                if f.schedule_id in held:
-                    for tm in f.messages:
-                        pending.setdefault((tm.queue_id, tm.fifo), []).append(tm.message)
-            for (queue_id, fifo), messages in pending.items():
-                self._write_messages(conn, queue_id, messages, fifo, now)
-            outcomes = [f.outcome for f in firings
-                        if f.outcome is not None and f.schedule_id in held]
-            if outcomes:  # the batch's history rows: one statement
-                self.driver.run_each(conn, "insert_firings", outcomes)
-        return [f.schedule_id in held for f in firings]
-
-    def _each(self, conn: Conn, query: str, params: list[Row],
-              ) -> tuple[list[Row], list[bool]]:
-        return params, self.driver.run_each(conn, query, params)
+                held.close()
 
     # firing history ---------------------------------------------------------------------
 

@@ -85,7 +85,7 @@ class SqlBase:
     def _add_count(self, conn: Conn, queue_id: int, n: int) -> None:
         conn.execute(self.q["add_count"], (queue_id, self.driver.count_shard(), n))
 
-    def _write_messages(self, conn: Conn, queue_id: int, messages: Sequence[NewMessage],
+    def write_messages(self, conn: Conn, queue_id: int, messages: Sequence[NewMessage],
                         fifo: bool, now: int) -> list[StoredSend]:
         """Insert inside the caller's transaction (sends, and firings of schedules)."""
         if not messages:

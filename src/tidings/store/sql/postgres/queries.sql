@@ -190,7 +190,7 @@ SELECT pg_notify('tidings', %b);
 -- name: receive_simple
 -- A standard queue without a redrive policy: one statement. SKIP LOCKED: concurrent
 -- receivers on other nodes take other rows instead of waiting. The rows are picked in a
--- MATERIALIZED CTE, which runs exactly once (`picked` below, likewise in claim_due and
+-- MATERIALIZED CTE, which runs exactly once (`picked` below, likewise in
 -- expire_messages): written `WHERE id IN (SELECT … LIMIT n FOR UPDATE SKIP LOCKED)`, the
 -- planner may run the subquery again (as the inner side of a join), and each run can lock
 -- other rows, so one receive leased more than n (bench/soak.py: a MaxNumberOfMessages=10
@@ -497,14 +497,14 @@ RETURNING id;
 -- name: schedule_by_name
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
-       last_fired_at, created_at, modified_at
+       last_fired_at, created_at, modified_at, version
 FROM schedules WHERE group_name = %s AND name = %s;
 
 -- name: list_schedules
 -- Every group, keyset-paged by (group, name) after the last row of the previous page.
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
-       last_fired_at, created_at, modified_at
+       last_fired_at, created_at, modified_at, version
 FROM schedules
 WHERE name COLLATE "C" >= %(lo)s AND name COLLATE "C" < %(hi)s
   AND (%(state)s::text IS NULL OR state = %(state)s)
@@ -514,7 +514,7 @@ ORDER BY group_name COLLATE "C", name COLLATE "C" LIMIT %(limit)s;
 -- name: list_group_schedules
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
-       last_fired_at, created_at, modified_at
+       last_fired_at, created_at, modified_at, version
 FROM schedules
 WHERE group_name = %(group)s AND name COLLATE "C" >= %(lo)s AND name COLLATE "C" < %(hi)s
   AND name COLLATE "C" > %(after_name)s AND (%(state)s::text IS NULL OR state = %(state)s)
@@ -524,7 +524,7 @@ ORDER BY name COLLATE "C" LIMIT %(limit)s;
 UPDATE schedules
 SET state = %s, expression = %s, timezone = %s, start_at = %s, end_at = %s, flex_minutes = %s,
     target = %s, action_after_completion = %s, description = %s, next_fire_at = %s, due_at = %s,
-    claim_token = NULL, modified_at = %s
+    modified_at = %s, version = version + 1
 WHERE group_name = %s AND name = %s;
 
 -- name: delete_schedule
@@ -548,71 +548,41 @@ SELECT COUNT(*), MAX(s.due_at),
 FROM (SELECT id, group_name, name, due_at FROM schedules
       WHERE due_at >= %s AND due_at < %s ORDER BY due_at LIMIT %s) AS s;
 
--- name: claim_due
--- SKIP LOCKED lets several nodes claim disjoint batches at once. Claiming moves due_at to
--- the end of the claim: if this node dies before completing, the row is due again then.
--- At most `limit`, picked once (see receive_simple).
-WITH picked AS MATERIALIZED (
-    SELECT id FROM schedules WHERE due_at <= %(now)s ORDER BY due_at LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED)
-UPDATE schedules AS s SET due_at = %(until)s, claim_token = %(token)s
-FROM picked WHERE s.id = picked.id
-RETURNING s.id, s.group_name, s.name, s.state, s.expression, s.timezone, s.start_at,
-          s.end_at, s.flex_minutes, s.target, s.action_after_completion, s.description,
-          s.client_token, s.next_fire_at, s.due_at, s.last_fired_at, s.created_at,
-          s.modified_at;
-
 -- name: lock_due
 -- (hold, now, limit) A firing pass's claim (`Store.firing_pass`): the rows are locked in the
 -- pass's transaction, not marked. SKIP LOCKED: other nodes' passes take other rows; a pass
 -- that fails (or a node killed) rolls back, leaving its rows as they were, due at once.
--- The completion (`delete_read` / `advance_read`) runs in the same transaction. `hold` is
--- the transaction's idle limit, set in the same round trip: a pass whose node stalls
--- (paused, swapped out) is ended by the server, so its rows go to another node, as an
--- expired claim would.
+-- The completion (`delete_fired_schedule` / `advance_schedule`) runs in the same
+-- transaction. `hold` is the transaction's idle limit, set in the same round trip: a pass
+-- whose node stalls (paused, swapped out) is ended by the server, so its rows go to another
+-- node.
 WITH hold AS MATERIALIZED (
     SELECT set_config('idle_in_transaction_session_timeout', %s, true))
 SELECT s.id, s.group_name, s.name, s.state, s.expression, s.timezone, s.start_at, s.end_at,
        s.flex_minutes, s.target, s.action_after_completion, s.description, s.client_token,
-       s.next_fire_at, s.due_at, s.last_fired_at, s.created_at, s.modified_at
+       s.next_fire_at, s.due_at, s.last_fired_at, s.created_at, s.modified_at, s.version
 FROM schedules AS s WHERE s.due_at <= %s AND EXISTS (SELECT FROM hold)
 ORDER BY s.due_at LIMIT %s
 FOR UPDATE OF s SKIP LOCKED;
 
--- name: advance_read
--- (id, modified_at, occurrence, next fire at, due at, fired at)[]: `advance_schedule` for
--- rows a pass locked (`lock_due`): the compare-and-set is on the occurrence and modified_at.
-UPDATE schedules AS s
-SET next_fire_at = v.next_fire_at, due_at = v.due_at, claim_token = NULL,
-    last_fired_at = COALESCE(v.fired_at, s.last_fired_at)
-FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
-            %s::bigint[]) AS v(id, modified_at, occurrence, next_fire_at, due_at, fired_at)
-WHERE s.id = v.id AND s.modified_at = v.modified_at AND s.next_fire_at = v.occurrence
-RETURNING s.id;
-
--- name: delete_read
--- (id, modified_at, occurrence)[]: `delete_fired_schedule` for rows a pass locked
-DELETE FROM schedules AS s
-USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS v(id, modified_at, occurrence)
-WHERE s.id = v.id AND s.modified_at = v.modified_at AND s.next_fire_at = v.occurrence
-RETURNING s.id;
-
 -- name: advance_schedule
--- (id, claim token, occurrence, next fire at, due at, fired at)[]: compare-and-set on the
--- claim and the occurrence, so an occurrence advances (fires) once.
+-- (id, version, occurrence, next fire at, due at, fired at)[]: a firing pass's completion
+-- of the rows it locked (`lock_due`): a compare-and-set on the version the pass read
+-- (every write adds one) and the occurrence the firing was planned for (the rows whose
+-- ids come back held).
 UPDATE schedules AS s
-SET next_fire_at = v.next_fire_at, due_at = v.due_at, claim_token = NULL,
-    last_fired_at = COALESCE(v.fired_at, s.last_fired_at)
+SET next_fire_at = v.next_fire_at, due_at = v.due_at,
+    last_fired_at = COALESCE(v.fired_at, s.last_fired_at), version = s.version + 1
 FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[],
-            %s::bigint[]) AS v(id, token, occurrence, next_fire_at, due_at, fired_at)
-WHERE s.id = v.id AND s.claim_token = v.token AND s.next_fire_at = v.occurrence
+            %s::bigint[]) AS v(id, version, occurrence, next_fire_at, due_at, fired_at)
+WHERE s.id = v.id AND s.version = v.version AND s.next_fire_at = v.occurrence
 RETURNING s.id;
 
 -- name: delete_fired_schedule
--- (id, claim token, occurrence)[]
+-- (id, version, occurrence)[]: `advance_schedule` for one-shots that delete themselves
 DELETE FROM schedules AS s
-USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS v(id, token, occurrence)
-WHERE s.id = v.id AND s.claim_token = v.token AND s.next_fire_at = v.occurrence
+USING unnest(%s::bigint[], %s::bigint[], %s::bigint[]) AS v(id, version, occurrence)
+WHERE s.id = v.id AND s.version = v.version AND s.next_fire_at = v.occurrence
 RETURNING s.id;
 
 -- name: count_schedules
@@ -792,14 +762,14 @@ SELECT 1 FROM campaigns WHERE name = %s AND status = 'ACTIVE' FOR UPDATE;
 UPDATE campaigns SET cancelled = cancelled + %s, modified_at = %s WHERE name = %s;
 
 -- name: disable_group_schedules
--- The claim goes too: a dispatcher that claimed one of these schedules before the pause
--- must not fire (or delete) it; its completion's compare-and-set is on the claim token.
-UPDATE schedules SET state = 'DISABLED', due_at = NULL, claim_token = NULL, modified_at = %s
+UPDATE schedules SET state = 'DISABLED', due_at = NULL, modified_at = %s,
+    version = version + 1
 WHERE group_name = %s AND state = 'ENABLED';
 
 -- name: enable_schedule
 -- (name, due at, now, group)[]
-UPDATE schedules AS s SET state = 'ENABLED', due_at = v.due_at, modified_at = v.now
+UPDATE schedules AS s SET state = 'ENABLED', due_at = v.due_at, modified_at = v.now,
+    version = s.version + 1
 FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::text[]) AS v(name, due_at, now, grp)
 WHERE s.group_name = v.grp AND s.name = v.name AND s.state = 'DISABLED'
 RETURNING s.name;
@@ -847,7 +817,7 @@ SELECT state, COUNT(*) FROM email_deliveries WHERE created_at >= %s GROUP BY sta
 -- Keyset-paged by (due_at, id) along the due index: page 1,000 costs what page 1 does.
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
-       last_fired_at, created_at, modified_at
+       last_fired_at, created_at, modified_at, version
 FROM schedules
 WHERE due_at >= %(lo)s AND due_at < %(hi)s AND (due_at, id) > (%(after_due)s, %(after_id)s)
 ORDER BY due_at, id LIMIT %(limit)s;

@@ -387,14 +387,14 @@ ON CONFLICT (group_name, name) DO NOTHING;
 -- name: schedule_by_name
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
-       last_fired_at, created_at, modified_at
+       last_fired_at, created_at, modified_at, version
 FROM schedules WHERE group_name = ? AND name = ?;
 
 -- name: list_schedules
 -- Every group, keyset-paged by (group, name) after the last row of the previous page.
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
-       last_fired_at, created_at, modified_at
+       last_fired_at, created_at, modified_at, version
 FROM schedules
 WHERE name >= :lo AND name < :hi AND (:state IS NULL OR state = :state)
   AND (group_name, name) > (:after_group, :after_name)
@@ -403,7 +403,7 @@ ORDER BY group_name, name LIMIT :limit;
 -- name: list_group_schedules
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
-       last_fired_at, created_at, modified_at
+       last_fired_at, created_at, modified_at, version
 FROM schedules
 WHERE group_name = :group AND name >= :lo AND name < :hi AND name > :after_name
   AND (:state IS NULL OR state = :state)
@@ -413,7 +413,7 @@ ORDER BY name LIMIT :limit;
 UPDATE schedules
 SET state = ?, expression = ?, timezone = ?, start_at = ?, end_at = ?, flex_minutes = ?,
     target = ?, action_after_completion = ?, description = ?, next_fire_at = ?, due_at = ?,
-    claim_token = NULL, modified_at = ?
+    modified_at = ?, version = version + 1
 WHERE group_name = ? AND name = ?;
 
 -- name: delete_schedule
@@ -437,48 +437,29 @@ SELECT COUNT(*), MAX(s.due_at),
 FROM (SELECT id, group_name, name, due_at FROM schedules
       WHERE due_at >= ? AND due_at < ? ORDER BY due_at LIMIT ?) AS s;
 
--- name: claim_due
--- Claiming moves due_at to the end of the claim: if this node dies before completing,
--- the row becomes due again then and another dispatcher takes it (no rescuer needed).
-UPDATE schedules SET due_at = :until, claim_token = :token
-WHERE id IN (SELECT id FROM schedules WHERE due_at <= :now ORDER BY due_at LIMIT :limit)
-RETURNING id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
-          target, action_after_completion, description, client_token, next_fire_at, due_at,
-          last_fired_at, created_at, modified_at;
-
 -- name: read_due
--- A firing pass's claim on a single-writer database (`Store.firing_pass`): a plain read,
--- no mark. The pass plans outside any transaction, then completes with `delete_read` /
--- `advance_read`, whose compare-and-set on the occurrence and modified_at refuses a row
--- fired, updated or deleted since; a pass killed before completing wrote nothing, so its
--- rows are due at once.
+-- (now, limit) A firing pass's claim on a single-writer database (`Store.firing_pass`): a
+-- plain read, no mark. The pass plans outside any transaction, then completes with
+-- `delete_fired_schedule` / `advance_schedule`, whose compare-and-set on what it read
+-- refuses a row fired, updated or deleted since; a pass killed before completing wrote
+-- nothing, so its rows are due at once.
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
-       last_fired_at, created_at, modified_at
+       last_fired_at, created_at, modified_at, version
 FROM schedules WHERE due_at <= ? ORDER BY due_at LIMIT ?;
 
--- name: advance_read
--- (id, modified_at, occurrence, next fire at, due at, fired at): `advance_schedule` for a
--- row read by `read_due`: the compare-and-set is on the occurrence (fired since?) and
--- modified_at (updated since?) instead of a claim token (the row count is checked).
-UPDATE schedules SET next_fire_at = ?4, due_at = ?5, claim_token = NULL,
-    last_fired_at = COALESCE(?6, last_fired_at)
-WHERE id = ?1 AND modified_at = ?2 AND next_fire_at = ?3;
-
--- name: delete_read
--- (id, modified_at, occurrence): `delete_fired_schedule` for a row read by `read_due`
-DELETE FROM schedules WHERE id = ?1 AND modified_at = ?2 AND next_fire_at = ?3;
-
 -- name: advance_schedule
--- (id, claim token, occurrence, next fire at, due at, fired at): compare-and-set on the
--- claim and the occurrence, so an occurrence advances (fires) once.
-UPDATE schedules SET next_fire_at = ?4, due_at = ?5, claim_token = NULL,
-    last_fired_at = COALESCE(?6, last_fired_at)
-WHERE id = ?1 AND claim_token = ?2 AND next_fire_at = ?3;
+-- (id, version, occurrence, next fire at, due at, fired at): a firing pass's completion of
+-- a row it claimed (`read_due`): a compare-and-set on the version the pass read (every
+-- write adds one, so a row fired, updated or paused since refuses) and the occurrence
+-- the firing was planned for; the row count is checked.
+UPDATE schedules SET next_fire_at = ?4, due_at = ?5,
+    last_fired_at = COALESCE(?6, last_fired_at), version = version + 1
+WHERE id = ?1 AND version = ?2 AND next_fire_at = ?3;
 
 -- name: delete_fired_schedule
--- (id, claim token, occurrence)
-DELETE FROM schedules WHERE id = ?1 AND claim_token = ?2 AND next_fire_at = ?3;
+-- (id, version, occurrence): `advance_schedule` for a one-shot that deletes itself
+DELETE FROM schedules WHERE id = ?1 AND version = ?2 AND next_fire_at = ?3;
 
 -- name: count_schedules
 SELECT COUNT(*) FROM schedules;
@@ -650,12 +631,14 @@ SELECT 1 FROM campaigns WHERE name = ? AND status = 'ACTIVE';
 UPDATE campaigns SET cancelled = cancelled + ?, modified_at = ? WHERE name = ?;
 
 -- name: disable_group_schedules
-UPDATE schedules SET state = 'DISABLED', due_at = NULL, modified_at = ?
+UPDATE schedules SET state = 'DISABLED', due_at = NULL, modified_at = ?,
+    version = version + 1
 WHERE group_name = ? AND state = 'ENABLED';
 
 -- name: enable_schedule
 -- (name, due at, now, group)
-UPDATE schedules SET state = 'ENABLED', due_at = ?2, modified_at = ?3
+UPDATE schedules SET state = 'ENABLED', due_at = ?2, modified_at = ?3,
+    version = version + 1
 WHERE group_name = ?4 AND name = ?1 AND state = 'DISABLED';
 
 -- name: delete_group_schedule
@@ -698,7 +681,7 @@ SELECT state, COUNT(*) FROM email_deliveries WHERE created_at >= ? GROUP BY stat
 -- Keyset-paged by (due_at, id) along the due index: page 1,000 costs what page 1 does.
 SELECT id, group_name, name, state, expression, timezone, start_at, end_at, flex_minutes,
        target, action_after_completion, description, client_token, next_fire_at, due_at,
-       last_fired_at, created_at, modified_at
+       last_fired_at, created_at, modified_at, version
 FROM schedules
 WHERE due_at >= :lo AND due_at < :hi AND (due_at, id) > (:after_due, :after_id)
 ORDER BY due_at, id LIMIT :limit;
