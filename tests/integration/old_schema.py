@@ -31,7 +31,9 @@ FIRST_RELEASE = 4  # its last migration
 SECRET = bytes(range(32))  # the receipt-signing key that release kept in `meta`
 DAY_MS = 86_400_000
 
-#: The tables of the first schema and their columns, in the order compared.
+#: The tables of the first schema and their columns, in the order compared: every column
+#: but `schedules.claim_token` (a firing pass's transient claim, which migration 15 drops:
+#: the pass now holds its claim itself and compares a row `version`).
 TABLES: dict[str, tuple[str, ...]] = {
     "meta": ("key", "value"),
     "queues": ("id", "name", "fifo", "attributes", "created_at", "modified_at", "purged_at"),
@@ -44,8 +46,8 @@ TABLES: dict[str, tuple[str, ...]] = {
     "schedule_groups": ("name", "created_at", "modified_at", "tags"),
     "schedules": ("id", "group_name", "name", "state", "expression", "timezone", "start_at",
                   "end_at", "flex_minutes", "target", "action_after_completion",
-                  "description", "client_token", "next_fire_at", "due_at", "claim_token",
-                  "last_fired_at", "created_at", "modified_at"),
+                  "description", "client_token", "next_fire_at", "due_at", "last_fired_at",
+                  "created_at", "modified_at"),
     "email_templates": ("name", "subject", "html", "text", "created_at", "modified_at"),
     "suppressions": ("address", "reason", "created_at"),
     "email_deliveries": ("seq", "id", "message_id", "execution_id", "schedule", "template",
