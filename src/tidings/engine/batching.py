@@ -46,12 +46,6 @@ class Batcher(Generic[K, Req, Res]):
             self._worker = asyncio.create_task(self._drain())
         return await future
 
-    async def submit_many(self, key: K, requests: Sequence[Req]) -> list[Res | BaseException]:
-        """Several requests at once; each answer in its place, exceptions included."""
-        outcome = await asyncio.gather(*(self.submit(key, r) for r in requests),
-                                       return_exceptions=True)
-        return list(outcome)
-
     async def _drain(self) -> None:
         while self._pending:
             key = next(iter(self._pending))
