@@ -17,9 +17,9 @@ import httpx
 import pytest
 from serving import run_with, running_server
 
+from tidings import App, Job
 from tidings.client import Tidings
 from tidings.engine import consumers, metrics
-from tidings.engine.consumers import App, Job
 from tidings.model.schedules import ActionAfterCompletion, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
 from tidings.settings import Settings

@@ -149,11 +149,14 @@ def default_dead_letter_queue(name: str) -> str:
 
 
 @dataclass
-class App:
-    """A set of job handlers. `tidings serve --app module:app` runs them.
+class Handlers:
+    """What the engine runs of an app: job handlers by queue and type, function targets,
+    the queues it consumes and how its jobs are retried. `tidings.App` (tasks, periodic
+    jobs, the database its sends go to) is one; the node's own delivery consumers run one
+    built in `engine/deliveries.py`.
 
-    >>> app = App(queue="jobs")
-    >>> @app.handler("invoice.generate")
+    >>> handlers = Handlers(queue="jobs")
+    >>> @handlers.handler("invoice.generate")
     ... def generate(job: Job) -> None: ...
     """
 

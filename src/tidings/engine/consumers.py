@@ -1,6 +1,6 @@
 """Consumers: your handlers, run by tidings itself (no worker fleet), at queue speed.
 
-One `Consumer` serves every queue an `App` handles. For each queue a poller receives as
+One `Consumer` serves every queue an app (`Handlers`) handles. For each queue a poller receives as
 many messages as there are free handler slots plus a prefetch buffer (sized by the
 handlers' pace), in one transaction, and reserves their job keys in one more; handlers run
 `concurrency` at once (sync ones on daemon threads, async ones on runner tasks of the
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from tidings.engine import metrics
-from tidings.engine.app import App, Job, PoisonMessage, Registration, parse_job
+from tidings.engine.app import Handlers, Job, PoisonMessage, Registration, parse_job
 from tidings.engine.backoff import Backoff
 from tidings.engine.bridge import Bridge
 from tidings.engine.handler_threads import HandlerThreads
@@ -102,7 +102,7 @@ EXTEND_AFTER = 1 / 3  # of the visibility timeout: when the heartbeat renews a l
 class Consumer:
     """Receives from every queue the app handles and runs its handlers."""
 
-    def __init__(self, app: App, queues: QueueService, bridge: Bridge, *, concurrency: int,
+    def __init__(self, app: Handlers, queues: QueueService, bridge: Bridge, *, concurrency: int,
                  grace_s: float, health: Health | None = None) -> None:
         self.app = app
         self.health = health
@@ -614,4 +614,4 @@ class Consumer:
                 self._let_go(w)
 
 
-__all__ = ["App", "Consumer", "Job"]
+__all__ = ["Consumer", "Handlers", "Job"]

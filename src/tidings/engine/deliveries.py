@@ -17,7 +17,7 @@ from typing import Any
 
 from tidings.clock import Clock
 from tidings.engine import metrics
-from tidings.engine.consumers import App, Job
+from tidings.engine.app import Handlers, Job
 from tidings.engine.firing_log import FiringLog, Outcome
 from tidings.engine.internal_queues import DELIVERY_QUEUE, EMAIL_QUEUE
 from tidings.engine.queues import QueueService
@@ -128,10 +128,10 @@ class Targets:
 
 
 def delivery_app(targets: Targets, queues: QueueService, clock: Clock, *,
-                 queue: str = DELIVERY_QUEUE, firings: FiringLog | None = None) -> App:
+                 queue: str = DELIVERY_QUEUE, firings: FiringLog | None = None) -> Handlers:
     """The built-in app whose one handler performs the deliveries of an internal queue
     (`DELIVERY_QUEUE` on every node; `EMAIL_QUEUE` on nodes with an SMTP relay)."""
-    app = App(queue=queue, retry_base_s=1.0, retry_max_s=300.0, create_queues=False,
+    app = Handlers(queue=queue, retry_base_s=1.0, retry_max_s=300.0, create_queues=False,
               poison="retry")
 
     schedule_id_of = _schedule_id
