@@ -119,15 +119,28 @@ def test_a_key_duplicates_wait_for_is_announced_when_our_run_gives_it_back() -> 
     assert ledger.key_released.is_set() and ledger.released == [(queue, "t:1")]
 
 
-def test_a_move_of_many_stops_at_the_first_one_not_allowed() -> None:
+def test_a_move_of_many_refused_for_one_is_made_for_none() -> None:
     ledger, queue = Ledger(), served()
     a, b = work(queue, 1), work(queue, 2)
     ledger.hold([a, b])
     ledger.move(b, S.POISON)
     with pytest.raises(InvalidTransition, match="cannot go from poison to reserving"):
         ledger.move_all([a, b], S.RESERVING)
-    assert (a.state, b.state) == (S.RESERVING, S.POISON)
-    assert ledger.counts[S.RESERVING] == 1 and ledger.counts[S.POISON] == 1
+    assert (a.state, b.state) == (S.RECEIVED, S.POISON)
+    assert ledger.counts[S.RECEIVED] == 1 and ledger.counts[S.POISON] == 1
+
+
+def test_jobs_from_several_states_move_together() -> None:
+    ledger, queue = Ledger(), served()
+    ready, waiting = work(queue, 1), work(queue, 2)
+    ledger.hold([ready, waiting])
+    for state in (S.RESERVING, S.READY):
+        ledger.move(ready, state)
+    ledger.move(waiting, S.WAITING)
+    assert queue.keys == {"t:1"}
+    ledger.move_all([ready, waiting], S.RETURNING)  # shutdown gives both back
+    assert queue.keys == set() and ledger.counts[S.RETURNING] == 2
+    assert ledger.counts[S.READY] == ledger.counts[S.WAITING] == 0
 
 
 def test_only_a_job_whose_key_is_reserved_holds_it() -> None:

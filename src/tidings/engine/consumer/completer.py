@@ -97,7 +97,7 @@ class Completer:
         if isinstance(outcome, BaseException):
             self._log_failure(outcome, "could not release %d failed jobs on %s", len(items),
                               queue.name)
-        self.ledger.move_all((w for w, _ in items), JobState.GONE)
+        self.ledger.move_all([w for w, _ in items], JobState.GONE)
 
     @staticmethod
     def _log_failure(exc: BaseException, message: str, *args: object) -> None:
@@ -130,7 +130,7 @@ class Completer:
             self.notifier.notify(queue_channel(dlq.id))
         except TidingsError as failure:
             log.warning("moving poison messages of %s failed: %s", queue.name, failure)
-        self.ledger.move_all((w for w, _ in items), JobState.GONE)
+        self.ledger.move_all([w for w, _ in items], JobState.GONE)
 
     # shutdown --------------------------------------------------------------------------
 

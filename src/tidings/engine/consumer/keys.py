@@ -50,7 +50,7 @@ class JobKeys:
         except StoreUnavailable as exc:
             log.warning("cannot reserve jobs on %s (%s); they come back after their "
                         "visibility timeout", queue.name, exc)
-            self.ledger.move_all((w for _, w in items), JobState.GONE)
+            self.ledger.move_all([w for _, w in items], JobState.GONE)
             return
         ready, duplicates = [], []
         for (key, work), answer in zip(items, answers, strict=True):

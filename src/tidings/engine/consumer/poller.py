@@ -120,7 +120,7 @@ class Poller:
                 candidates[key] = work
         ledger.hold(works)
         ledger.move_all(candidates.values(), JobState.RESERVING)
-        ledger.move_all((w for w, _ in poison), JobState.POISON)
+        ledger.move_all([w for w, _ in poison], JobState.POISON)
         for key, work in duplicates:
             self.keys.wait(queue, key, work)
         return list(candidates.items()), poison
