@@ -109,16 +109,17 @@ class Consumer:
         heartbeat = asyncio.create_task(
             LeaseHeartbeat(self.ledger, self.jobs, self.bridge).run(), name="heartbeat")
         pace = asyncio.create_task(self.admission.run(), name="prefetch")
-        waiting = asyncio.create_task(self.keys.run(self.served), name="waiting")
+        waiting = asyncio.create_task(self.keys.run(self.served, self.stopping),
+                                      name="waiting")
         try:
             await self.stopping.wait()
         finally:
-            # Pollers end by themselves (never cancelled mid-receive: what a receive took
-            # must be held, then given back); the heartbeat runs until the very end.
-            await asyncio.gather(*pollers, return_exceptions=True)
-            for task in (waiting, pace):
-                task.cancel()
-            await asyncio.gather(waiting, pace, return_exceptions=True)
+            # Pollers and the waiting duplicates' loop end by themselves (never cancelled
+            # mid-receive or mid-reservation: what they hold must be held, then given
+            # back); the heartbeat runs until the very end.
+            await asyncio.gather(*pollers, waiting, return_exceptions=True)
+            pace.cancel()
+            await asyncio.gather(pace, return_exceptions=True)
             try:
                 await self._shutdown()
             finally:
@@ -128,6 +129,7 @@ class Consumer:
     def stop(self) -> None:
         self.stopping.set()
         self.ledger.freed.set()  # a poller waiting for room sees the stop
+        self.ledger.key_released.set()  # so does the waiting duplicates' loop
         self.runner.stop()
 
     def _poller(self, queue: ServedQueue) -> Poller:

@@ -87,16 +87,19 @@ class JobKeys:
 
     # duplicates waiting ----------------------------------------------------------------
 
-    async def run(self, queues: list[ServedQueue]) -> None:
+    async def run(self, queues: list[ServedQueue], stopping: asyncio.Event) -> None:
         """Duplicates try again: at once when our run of their key ended (the ledger
-        tells), and every WAIT_RECHECK_S for keys another node runs."""
+        tells), and every WAIT_RECHECK_S for keys another node runs. Ends at a stop (set
+        `ledger.key_released` to wake it), never mid-reservation."""
         ledger = self.ledger
         recheck_at = time.monotonic() + WAIT_RECHECK_S
-        while True:
+        while not stopping.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(recheck_at - time.monotonic(), 0)):
                     await ledger.key_released.wait()
             ledger.key_released.clear()
+            if stopping.is_set():
+                return
             released, ledger.released = ledger.released, []
             if released:
                 await self._settle(released)
