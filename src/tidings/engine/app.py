@@ -101,6 +101,10 @@ def parse_job(queue: str, msg: JobMessage) -> Job:
     except json.JSONDecodeError:
         raise PoisonMessage("NotAJob", "the body is not JSON: a job is "
                             '{"type": …, "id": …}') from None
+    except RecursionError:
+        # JSON nested deeper than the interpreter's stack: raised out of the poller, it
+        # ended the queue's receiving on every node that took the message.
+        raise PoisonMessage("NotAJob", "the body is JSON nested too deep to read") from None
     if not isinstance(payload, dict) or not isinstance(payload.get("type"), str):
         raise PoisonMessage("NotAJob", "a job body is a JSON object with a string type")
     job_id = payload.get("id")

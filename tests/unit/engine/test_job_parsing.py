@@ -52,3 +52,10 @@ def test_what_is_not_a_job_body_is_poison(body: str) -> None:
     with pytest.raises(PoisonMessage) as err:
         parse_job("q", message(body))
     assert err.value.code == "NotAJob"
+
+
+def test_a_body_nested_too_deep_to_read_is_poison_not_a_crash() -> None:
+    body = '{"type": "t", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    with pytest.raises(PoisonMessage) as err:
+        parse_job("q", message(body))
+    assert err.value.code == "NotAJob"
