@@ -48,7 +48,7 @@ from _common import report  # noqa: E402
 from tidings.client import Tidings  # noqa: E402
 from tidings.dispatch_process import runs_apart  # noqa: E402
 from tidings.engine import metrics  # noqa: E402
-from tidings.engine.app import App, Job  # noqa: E402
+from tidings.engine.app import Handlers, Job  # noqa: E402
 from tidings.engine.nodes import LATENESS_BOUNDS_S  # noqa: E402
 from tidings.model.messages import OutgoingMessage  # noqa: E402
 from tidings.model.schedules import (  # noqa: E402
@@ -291,7 +291,7 @@ def main() -> None:
     c = Counters(ctx)
     app = None
     if not args.consumers:
-        app = App(queue=MSGS, concurrency=args.concurrency)
+        app = Handlers(queue=MSGS, concurrency=args.concurrency)
 
         @app.handler("soak", queue=FIRED)
         async def fired_job(job: Job) -> None:

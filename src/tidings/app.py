@@ -1,4 +1,5 @@
-"""`tidings.App`: the engine's app (handlers, queues it consumes) plus the Python way in:
+"""`tidings.App`: what the engine runs (`tidings.engine.app.Handlers`: job handlers, the
+queues it consumes) plus the Python way in:
 `@app.task`, `@app.cron`, `@app.rate`, and the database its tasks are sent to.
 
     app = tidings.App(queue="jobs", db="sqlite:///app.db")
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidings.client import Tidings
-from tidings.engine.app import App as EngineApp
+from tidings.engine.app import Handlers
 from tidings.engine.declare import declare_queues
 from tidings.errors import ValidationError
 from tidings.tasks.periodic import (
@@ -34,7 +35,7 @@ from tidings.tasks.task import Task
 
 
 @dataclass(eq=False)
-class App(EngineApp):
+class App(Handlers):
     """A set of tasks, periodic jobs and job handlers.
 
     `db`: where its tasks are sent (default: `TIDINGS_DB`). A node running the app

@@ -21,12 +21,13 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from tidings.app import App as TaskApp
+from tidings.app import App
 from tidings.client import Tidings
 from tidings.dispatch_process import DispatcherProcess, runs_apart
+from tidings.engine.app import Handlers
 from tidings.engine.bridge import Bridge
 from tidings.engine.coalesce import Coalescer
-from tidings.engine.consumers import App, Consumer
+from tidings.engine.consumers import Consumer
 from tidings.engine.deliveries import Targets, delivery_app
 from tidings.engine.dispatcher import IDLE_POLL_S, Dispatcher
 from tidings.engine.health import Health
@@ -52,7 +53,7 @@ class Service(Protocol):
     def stop(self) -> None: ...
 
 
-def load_app(spec: str) -> App:
+def load_app(spec: str) -> Handlers:
     """Import `module:attribute` and check it is a tidings App."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
@@ -63,7 +64,7 @@ def load_app(spec: str) -> App:
         obj = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValidationError("app", f"cannot load {spec!r}: {exc}") from exc
-    if not isinstance(obj, App):
+    if not isinstance(obj, Handlers):
         raise ValidationError("app", f"{spec!r} is a {type(obj).__name__}, not a tidings.App")
     return obj
 
@@ -79,7 +80,7 @@ class Node:
     `dispatcher_process` fires schedules in a child process (dispatch_process.py) instead
     of this one; `serve` and `work` choose it by `settings.dispatcher`."""
 
-    def __init__(self, t: Tidings, settings: Settings, *, app: App | None = None,
+    def __init__(self, t: Tidings, settings: Settings, *, app: Handlers | None = None,
                  serve_consumers: bool = True, idle_poll_s: float = IDLE_POLL_S,
                  dispatcher_process: bool = False) -> None:
         self.t = t
@@ -94,7 +95,7 @@ class Node:
                     health=self.health)
         ]
         ensure_internal_queues(t.queues)
-        if isinstance(app, TaskApp):
+        if isinstance(app, App):
             app.start(t)  # its queues and periodic schedules; its sends go to this node
         self.dispatcher: Dispatcher | None = None
         self.dispatcher_process: DispatcherProcess | None = None
@@ -219,7 +220,7 @@ class Node:
     too_new: SchemaTooNew | None = None
 
 
-def with_app_db(settings: Settings, app: App | None) -> Settings:
+def with_app_db(settings: Settings, app: Handlers | None) -> Settings:
     """The app's `db` unless `--db` or `TIDINGS_DB` named another database."""
     db = getattr(app, "db", None)
     if db and settings.db == DEFAULT_URL:

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from serving import run_until
 
+from tidings import App, Job
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
-from tidings.engine.consumers import App, Job
 from tidings.model.messages import OutgoingMessage
 from tidings.model.queues import RedrivePolicy
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind

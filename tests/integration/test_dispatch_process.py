@@ -17,9 +17,10 @@ import httpx
 import pytest
 from serving import run_with, running_server
 
+from tidings import App, Job
 from tidings.client import Tidings
-from tidings.engine import consumers, metrics
-from tidings.engine.consumers import App, Job
+from tidings.engine import metrics
+from tidings.engine.consumer import poller
 from tidings.model.schedules import ActionAfterCompletion, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
 from tidings.settings import Settings
@@ -79,7 +80,7 @@ def test_wake_ups_cross_both_ways_and_the_node_counts_the_child_firings(
     # the next due instant, the node's consumer 60 s between receives. A job created after
     # both are asleep runs at once only if the node woke the child (a schedule due soon)
     # and the child woke the node's consumer (a message in its queue).
-    monkeypatch.setattr(consumers, "POLL_S", 60.0)
+    monkeypatch.setattr(poller, "POLL_S", 60.0)
     settings = Settings(db=f"sqlite:///{tmp_path}/t.db")
     app = App(queue="jobs")
     ran: list[float] = []

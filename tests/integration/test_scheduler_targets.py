@@ -20,9 +20,9 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route as HttpRoute
 
+from tidings import App
 from tidings.client import Tidings, default_notifier
 from tidings.clock import from_ms
-from tidings.engine.consumers import App
 from tidings.engine.dispatcher import IDLE_POLL_S
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
 from tidings.node import Node

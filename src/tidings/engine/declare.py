@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tidings.engine.app import App
+from tidings.engine.app import Handlers
 from tidings.engine.queues import QueueService
 from tidings.errors import QueueNotFound
 from tidings.model.queues import QueueAttributes
@@ -26,7 +26,7 @@ def differences(have: QueueAttributes, want: QueueAttributes) -> dict[str, tuple
     return {k: (a[k], b[k]) for k in b if k != "tags" and a.get(k) != b[k]}
 
 
-def declare_queues(queues: QueueService, app: App) -> list[str]:
+def declare_queues(queues: QueueService, app: Handlers) -> list[str]:
     """Create what is missing; return one line per difference found (also logged)."""
     reports: list[str] = []
     for name in app.queues():

@@ -20,8 +20,8 @@ from typing import Any
 
 from tidings.clock import Clock
 from tidings.engine import metrics
+from tidings.engine.app import Handlers, Job
 from tidings.engine.bridge import Bridge
-from tidings.engine.consumers import App, Job
 from tidings.engine.firing_log import FiringLog, Outcome
 from tidings.engine.internal_queues import DELIVERY_QUEUE, EMAIL_QUEUE
 from tidings.engine.queues import QueueService
@@ -133,11 +133,11 @@ class Targets:
 
 
 def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: Bridge, *,
-                 queue: str = DELIVERY_QUEUE, firings: FiringLog | None = None) -> App:
+                 queue: str = DELIVERY_QUEUE, firings: FiringLog | None = None) -> Handlers:
     """The built-in app whose one handler performs the deliveries of an internal queue
     (`DELIVERY_QUEUE` on every node; `EMAIL_QUEUE` on nodes with an SMTP relay); its
     store calls go through `bridge`, the node's."""
-    app = App(queue=queue, retry_base_s=1.0, retry_max_s=300.0, create_queues=False,
+    app = Handlers(queue=queue, retry_base_s=1.0, retry_max_s=300.0, create_queues=False,
               poison="retry")
 
     schedule_id_of = _schedule_id

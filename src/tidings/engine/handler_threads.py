@@ -10,8 +10,9 @@ collected in one callback. At most one job per thread runs at a time, so `count`
 keep at most `count` handlers running at once.
 
 The threads are daemons: at the shutdown deadline a job still running is given back and
-abandoned (never acknowledged), and the process does not wait for it; jobs not yet taken
-by a thread are taken back (`take_back`), and one taken but not begun by then is skipped.
+abandoned (never acknowledged), and the process does not wait for it. Jobs not yet taken
+by a thread are taken back (`take_back`); one a thread took runs. Once taken back, a
+job cannot be taken by a thread: each job leaves the shared deque exactly once.
 """
 
 from __future__ import annotations
@@ -20,28 +21,23 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, Generic, TypeVar
+
+Item = TypeVar("Item")  # what `done` is told of with the outcome of `fn(arg)`
+#: (item, ok, the result or the exception)
+Outcome = tuple[Item, bool, Any]
 
 
-class Item(Protocol):
-    """What a thread runs: `fn(arg)`, unless `skip` was set before it began."""
+class HandlerThreads(Generic[Item]):
+    """`done(outcomes)` is called on the loop with the outcomes that arrived since it was
+    last called."""
 
-    skip: bool
-    begun: bool
-
-
-Done = Callable[[Any, bool, Any], None]  # (item, ok, result or exception), on the loop
-Settled = Callable[[], None]  # after a batch of results was handed over, on the loop
-
-
-class HandlerThreads:
-    def __init__(self, count: int, done: Done, settled: Settled | None = None,
+    def __init__(self, count: int, done: Callable[[deque[Outcome[Item]]], None],
                  name: str = "tidings-job") -> None:
         self.count = count
         self.done = done
-        self.settled = settled
         self._pending: deque[tuple[Callable[[Any], Any], Any, Item]] = deque()
-        self._results: deque[tuple[Item, bool, Any]] = deque()
+        self._results: deque[Outcome[Item]] = deque()
         self._wake = threading.Condition(threading.Lock())
         self._sleeping = 0  # threads waiting on _wake
         self._closed = False
@@ -54,7 +50,7 @@ class HandlerThreads:
         self._threads: list[threading.Thread] = []
 
     def submit(self, items: Iterable[tuple[Callable[[Any], Any], Any, Item]]) -> None:
-        """Run each `fn(arg)`; `done(item, ok, value)` is called on this loop for each."""
+        """Run each `fn(arg)`; its outcome goes to `done`, on this loop."""
         if not self._threads:
             self._loop = asyncio.get_running_loop()
             self._threads = [threading.Thread(target=self._work, name=f"{self.name}-{i}",
@@ -103,9 +99,6 @@ class HandlerThreads:
     def _work(self) -> None:
         while (job := self._take()) is not None:
             fn, arg, item = job
-            if item.skip:
-                continue
-            item.begun = True
             try:
                 outcome = (item, True, fn(arg))
             except BaseException as exc:  # noqa: BLE001 - handed to the loop
@@ -125,11 +118,7 @@ class HandlerThreads:
         with self._lock:
             results, self._results = self._results, deque()
             self._scheduled = False
-        done = self.done
-        for item, ok, value in results:
-            done(item, ok, value)
-        if self.settled is not None:
-            self.settled()
+        self.done(results)
 
     def close(self) -> None:
         """Let idle threads end; a thread still running a handler ends with the process."""

@@ -50,20 +50,6 @@ class Failure:
     error: str
 
 
-_new = object.__new__
-_set = object.__setattr__
-
-
-def _receipt(queue_id: int, message: StoredMessage) -> Receipt:
-    """`message.receipt(queue_id)` with its fields set at once (one per job: the frozen
-    dataclass's `__init__` cost more than the rest of building a held message)."""
-    assert message.lease_token is not None  # just leased
-    receipt = _new(Receipt)
-    _set(receipt, "__dict__", {"queue_id": queue_id, "row_id": message.row_id,
-                                "lease_token": message.lease_token, "received_at": None})
-    return receipt
-
-
 class Jobs:
     def __init__(self, queues: QueueService) -> None:
         self.queues = queues
@@ -74,7 +60,7 @@ class Jobs:
         """Up to `max_messages` (any number up to MAX_BATCH) in one transaction."""
         got = self.queues.ops.lease(record, min(max_messages, MAX_BATCH), None)
         queue_id = record.id
-        return [Held(m, _receipt(queue_id, m)) for m in got]
+        return [Held(m, m.receipt(queue_id)) for m in got]
 
     def lease_until(self, record: QueueRecord) -> int:
         return self.clock.now_ms() + record.attributes.visibility_timeout_s * 1000

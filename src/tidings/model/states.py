@@ -13,6 +13,9 @@ Two kinds of machine:
   states (a stale receipt's lease token no longer matches; a receive only takes rows with
   `visible_at <= now`); `tests/conformance/test_transitions.py` puts a message in every
   state and checks each operation changes exactly the states this table allows.
+- *Guarded in SQL* (job keys): a status column written only by batch statements whose
+  WHERE clauses are the machine (`JobKeyState` says which moves they allow); no table
+  here, since no write would read it.
 """
 
 from __future__ import annotations
@@ -113,20 +116,17 @@ def message_state(*, visible_at: int, leased: bool, now: int) -> MessageState:
 # job keys -------------------------------------------------------------------------------
 
 class JobKeyState(StrEnum):
-    """A job's identity (`type:id`) on its queue. No row: never run, or forgotten."""
+    """A job's identity (`type:id`) on its queue. No row: never run, or forgotten.
+
+    Like a message's, its moves are guarded in the SQL that makes them, never read and
+    checked here first: a consumer reserves a key (no row, or RUNNING with a lease that ran
+    out → RUNNING with its own lease, `reserve_job_keys`), extends its lease with its
+    heartbeat, and on success marks it DONE in the transaction that deletes the message; a
+    failure releases it (the row goes). A key that is DONE is never reserved again: its
+    duplicates are acknowledged without running."""
 
     RUNNING = "running"  # reserved by the consumer running it, until its lease runs out
     DONE = "done"  # ran to success; written with the deletion of its message
-
-
-#: A consumer reserves a key (no row, or RUNNING with a lease that ran out → RUNNING with
-#: its own lease), extends its lease with its heartbeat, and on success marks it DONE in
-#: the transaction that deletes the message; a failure releases it (the row goes). A key
-#: that is DONE is never reserved again: its duplicates are acknowledged without running.
-JOB_KEYS: StateMachine[JobKeyState] = StateMachine("job key", {
-    JobKeyState.RUNNING: frozenset({JobKeyState.RUNNING, JobKeyState.DONE}),
-    JobKeyState.DONE: frozenset(),
-})
 
 
 # schedules ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tidings.engine.app import App
+from tidings.engine.app import Handlers
 from tidings.testing.time_travel import TimeTravel, time_travel
 
 
@@ -28,7 +28,7 @@ def tidings_time_travel(tmp_path: Path) -> Iterator[Callable[..., TimeTravel]]:
     with contextlib.ExitStack() as stack:
         count = 0
 
-        def start(app: App | None = None, *, start: datetime | None = None,
+        def start(app: Handlers | None = None, *, start: datetime | None = None,
                   **kwargs: Any) -> TimeTravel:
             nonlocal count
             count += 1

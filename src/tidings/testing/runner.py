@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from tidings.clock import from_ms
-from tidings.engine.app import App, Job, PoisonMessage, parse_job
+from tidings.engine.app import Handlers, Job, PoisonMessage, parse_job
 from tidings.engine.jobs import Failure, Held, Jobs
 from tidings.errors import QueueNotFound
 from tidings.model.queues import QueueRecord
@@ -50,7 +50,7 @@ class Runner:
         self.jobs = jobs
         self.on_run = on_run
 
-    async def run_visible(self, app: App) -> int:
+    async def run_visible(self, app: Handlers) -> int:
         """One batch from each queue the app handles; how many messages were taken."""
         taken = 0
         for name in app.queues():
@@ -64,7 +64,7 @@ class Runner:
                 await self._batch(app, record, got)
         return taken
 
-    async def _batch(self, app: App, record: QueueRecord, got: list[Held]) -> None:
+    async def _batch(self, app: Handlers, record: QueueRecord, got: list[Held]) -> None:
         registrations = {r.job_type: r for r in app.handlers.values() if r.queue == record.name}
         candidates: dict[str, tuple[Held, Job]] = {}
         later: list[Held] = []  # a second copy of a key in this batch: back, for next round

@@ -24,10 +24,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from tidings.app import App as TaskApp
+from tidings.app import App
 from tidings.client import Tidings
 from tidings.clock import FrozenClock, from_ms, to_ms
-from tidings.engine.app import App
+from tidings.engine.app import Handlers
 from tidings.engine.bridge import Bridge
 from tidings.engine.declare import declare_queues
 from tidings.engine.deliveries import Targets, delivery_app
@@ -92,7 +92,7 @@ class QueueView:
 
 
 class TimeTravel:
-    def __init__(self, app: App | None, start: datetime, directory: Path,
+    def __init__(self, app: Handlers | None, start: datetime, directory: Path,
                  settings: Settings | None = None) -> None:
         self.clock = FrozenClock(to_ms(start, "start"))
         base = settings or Settings()
@@ -122,7 +122,7 @@ class TimeTravel:
                                        queue=EMAIL_QUEUE, firings=t.firing_log)]
         self._user_runner = Runner(Jobs(t.queues), on_run=self.jobs_run.append)
         self._internal_runner = Runner(Jobs(t.queues))
-        if isinstance(app, TaskApp):
+        if isinstance(app, App):
             self._previous = app.bind(t)
             app.declare(t)
             sync_periodic(t, app)
@@ -205,7 +205,7 @@ class TimeTravel:
         return min(found) if found else None
 
     def close(self) -> None:
-        if isinstance(self.app, TaskApp):
+        if isinstance(self.app, App):
             self.app.bind(self._previous)
         try:
             self._loop.run_until_complete(self.relay.close())
@@ -216,7 +216,7 @@ class TimeTravel:
 
 
 @contextlib.contextmanager
-def time_travel(app: App | None = None, *, start: datetime | None = None,
+def time_travel(app: Handlers | None = None, *, start: datetime | None = None,
                 directory: str | Path | None = None,
                 settings: Settings | None = None) -> Iterator[TimeTravel]:
     """An isolated tidings at `start` (an aware datetime; default: now) for `app`: its
