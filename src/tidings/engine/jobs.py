@@ -62,6 +62,15 @@ class Jobs:
         queue_id = record.id
         return [Held(m, m.receipt(queue_id)) for m in got]
 
+    def next_visible_in(self, record: QueueRecord) -> float | None:
+        """Seconds until the queue's next delayed (or leased) message becomes visible,
+        None when there is none: an empty queue's poller sleeps no longer, so a job sent
+        for later starts at its instant, not at the next poll (no notification comes
+        when a delay ends)."""
+        now = self.clock.now_ms()
+        nxt = self.store.next_visible_at(record.id, now)
+        return None if nxt is None else max((nxt - now) / 1000, 0.001)
+
     def lease_until(self, record: QueueRecord) -> int:
         return self.clock.now_ms() + record.attributes.visibility_timeout_s * 1000
 

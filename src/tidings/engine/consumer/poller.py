@@ -1,8 +1,8 @@
 """A queue's poller: receives as many messages as there is room for (free handler slots
 plus the prefetch buffer), in one transaction, holds them, and sorts them: jobs whose keys
 to reserve, duplicates of keys held here, poison. An empty queue is looked at again when
-a notification says a message arrived, or after POLL_S (a lost notification costs
-latency, never correctness)."""
+a notification says a message arrived, when its next delayed message becomes visible, or
+after POLL_S (a lost notification costs latency, never correctness)."""
 
 from __future__ import annotations
 
@@ -82,7 +82,12 @@ class Poller:
                     await self._admitting
                 self._admitting = asyncio.ensure_future(self._admit(candidates, poison))
                 continue
-            waiter = asyncio.ensure_future(self.notifier.wait(channel, seen, POLL_S))
+            try:
+                pause = await self.bridge.run(self.jobs.next_visible_in, queue.record)
+            except StoreUnavailable:
+                pause = None  # the next receive meets it and backs off
+            timeout = POLL_S if pause is None else min(POLL_S, pause)
+            waiter = asyncio.ensure_future(self.notifier.wait(channel, seen, timeout))
             stopper = asyncio.ensure_future(stopping.wait())
             await asyncio.wait([waiter, stopper], return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
