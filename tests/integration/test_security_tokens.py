@@ -218,6 +218,7 @@ def test_every_route_has_the_scope_it_was_meant_to_have(tmp_path: Path) -> None:
         ("POST", "/v1/schedule-groups"), ("DELETE", "/v1/schedule-groups/{name}"),
         ("POST", "/v1/schedules"), ("POST", "/v1/schedules:batch"),
         ("PUT", "/v1/schedules/{group}/{name}"), ("DELETE", "/v1/schedules/{group}/{name}"),
+        ("POST", "/v1/schedules/{group}/{name}:apply"),
         ("POST", "/v1/email/templates"), ("PUT", "/v1/email/templates/{name}"),
         ("DELETE", "/v1/email/templates/{name}"), ("PUT", "/v1/email/suppressions/{address}"),
         ("DELETE", "/v1/email/suppressions/{address}"),

@@ -25,6 +25,7 @@ from rich.progress import (
 
 from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption
 from tidings.cli.output import errors_handled, report, stderr
+from tidings.cli.where import database_settings
 from tidings.clock import Clock, SteppedClock, SystemClock, iso
 from tidings.engine import backups
 from tidings.settings import Settings
@@ -43,8 +44,8 @@ def backup(
     """Back up the database while nodes keep using it: one consistent instant, checked
     before it is kept. SQLite: the online backup API, then integrity_check; PostgreSQL:
     pg_dump (custom format) of tidings' schema. Never copy a live SQLite file with cp."""
+    settings = database_settings(db)
     with errors_handled():
-        settings = Settings.from_env(db=db)
         with _progress("backup", as_json) as show:
             done = backups.backup(settings.db, dest, force=force, clock=_clock(settings),
                                   progress=show)
@@ -69,8 +70,8 @@ def restore(
     """Replace the database (--db) with a backup, checked whole first; all of it or
     nothing. Stop every node first: a database in use is refused, and one that is
     there needs --force. See docs/operations.md for what a restore brings back."""
+    settings = database_settings(db)
     with errors_handled():
-        settings = Settings.from_env(db=db)
         with _progress("restore", as_json) as show:
             done = backups.restore(settings.db, source, force=force, clock=_clock(settings),
                                    progress=show)

@@ -1,6 +1,6 @@
 """`tidings fanout`, `tidings campaign …` and `tidings forecast`.
 
-Same conventions as the other commands: `--db`, `--json`, exit codes 0/1/2. A fan-out
+Same conventions as the other commands: `--db` or `--url`, `--json`, exit codes 0/1/2. A fan-out
 whose tolerated failure threshold was exceeded exits 1 (what it created stays; a re-run
 after fixing the rows resumes).
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import IO, Annotated, Any
 
 import typer
@@ -23,14 +23,26 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption
-from tidings.cli.output import EXIT_FAILURE, emit_json, fail, line, report, stderr, table, tidings
-from tidings.clock import iso
-from tidings.engine.campaigns import CampaignService, CampaignView, RecipientStep
-from tidings.engine.fanout import FanoutOptions, FanoutProgress, FanoutSummary
+from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption, UrlOption
+from tidings.cli.output import (
+    EXIT_FAILURE,
+    emit_json,
+    errors_handled,
+    fail,
+    line,
+    report,
+    stderr,
+    table,
+)
+from tidings.cli.where import on_node_or_db
+from tidings.client import Tidings
+from tidings.engine.campaigns import CampaignService, CampaignView, Forecast
+from tidings.engine.fanout import FanoutOptions, FanoutProgress
 from tidings.engine.fanout_source import Columns
 from tidings.engine.fanout_timing import parse_date, parse_step
-from tidings.model.states import ScheduleState
+from tidings.errors import NotFoundError, ValidationError
+from tidings.remote import RemoteTidings
+from tidings.server.native.campaign_views import campaign_json, recipient_json
 
 app = typer.Typer(help="Campaigns made by fan-out: status, pause, resume, cancel.",
                   no_args_is_help=True)
@@ -41,8 +53,7 @@ RecipientArg = Annotated[str, typer.Argument(help="The recipient's id in the fan
                                              show_default=False)]
 
 
-def _print_view(view: CampaignView, as_json: bool) -> None:
-    doc = view.to_json()
+def _print_view(doc: dict[str, Any], as_json: bool) -> None:
     if as_json:
         emit_json(doc)
         return
@@ -61,39 +72,41 @@ def _print_view(view: CampaignView, as_json: bool) -> None:
     ])
 
 
-def _acting(action: Callable[[CampaignService, str], CampaignView],
+def _acting(action: Callable[[CampaignService, str], CampaignView], verb: str | None,
             doc: str) -> Callable[..., None]:
-    """status, pause, resume and cancel: one campaign in, its view out."""
-    def command(name: CampaignArg, db: DbOption = DEFAULT_DB,
+    """status, pause, resume and cancel: one campaign in, its view out (`verb`: the
+    node's action path, None for the status)."""
+    def command(name: CampaignArg, db: DbOption = DEFAULT_DB, url: UrlOption = None,
                 as_json: JsonOption = False) -> None:
-        with tidings(db) as t:
-            view = action(t.campaigns, name)
-        _print_view(view, as_json)
+        _print_view(on_node_or_db(url, db, lambda node: node.campaign(name, verb),
+                                  lambda t: action(t.campaigns, name).to_json()), as_json)
     command.__doc__ = doc
     return command
 
 
 app.command("status")(_acting(
-    CampaignService.status,
+    CampaignService.status, None,
     "Counts by status: scheduled, fired, sent, suppressed, failed, cancelled."))
 app.command("pause")(_acting(
-    CampaignService.pause, "Disable every remaining schedule of the campaign."))
+    CampaignService.pause, "pause", "Disable every remaining schedule of the campaign."))
 app.command("resume")(_acting(
-    CampaignService.resume,
+    CampaignService.resume, "resume",
     "Enable the campaign's schedules again (steps whose time passed fire at once)."))
 app.command("cancel")(_acting(
-    CampaignService.cancel, "Delete every remaining schedule of the campaign (final)."))
+    CampaignService.cancel, "cancel",
+    "Delete every remaining schedule of the campaign (final)."))
 
 
 @app.command("cancel-recipient")
 def cancel_recipient(
     name: CampaignArg,
     recipient_id: RecipientArg,
-    db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
+    db: DbOption = DEFAULT_DB, url: UrlOption = None, as_json: JsonOption = False,
 ) -> None:
     """Delete one recipient's remaining steps (e.g. they converted)."""
-    with tidings(db) as t:
-        removed = t.campaigns.cancel_recipient(name, recipient_id)
+    removed = on_node_or_db(
+        url, db, lambda node: int(node.cancel_recipient(name, recipient_id)["removed"]),
+        lambda t: t.campaigns.cancel_recipient(name, recipient_id))
     if not removed:
         raise fail(f"recipient {recipient_id!r} has no pending step in campaign {name!r} (an "
                    "unknown id, or every step already fired)", EXIT_FAILURE)
@@ -105,64 +118,57 @@ def cancel_recipient(
 def show_recipient(
     name: CampaignArg,
     recipient_id: RecipientArg,
-    db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
+    db: DbOption = DEFAULT_DB, url: UrlOption = None, as_json: JsonOption = False,
 ) -> None:
     """One recipient's steps: when each pending one fires and what each fired one
     delivered. The id is matched exactly (u1 is not u10)."""
-    with tidings(db) as t:
+    def on_db(t: Tidings) -> dict[str, Any]:
         steps = t.campaigns.recipient(name, recipient_id)
-    if not steps:
-        raise fail(f"campaign {name!r} has no recipient {recipient_id!r} (no pending step, "
-                   "no delivery)", EXIT_FAILURE)
-    docs = [_recipient_step(s) for s in steps]
+        if not steps:
+            raise NotFoundError(recipient_id, f"campaign {name!r} has no recipient "
+                                f"{recipient_id!r} (no pending step, no delivery)")
+        return recipient_json(name, recipient_id, steps)
+
+    doc = on_node_or_db(url, db, lambda node: node.campaign_recipient(name, recipient_id),
+                        on_db)
     if as_json:
-        emit_json({"campaign": name, "recipient": recipient_id, "steps": docs})
+        emit_json(doc)
         return
     table(None, ["step", "state", "due (UTC)", "deliveries"],
           [(d["step"], d["state"], d["due_at"] or "-",
             "; ".join(f"{x['state']} {x['updated_at']} {','.join(x['recipients'])}"
-                      for x in d["deliveries"]) or "-") for d in docs])
-
-
-def _recipient_step(step: RecipientStep) -> dict[str, Any]:
-    s = step.schedule
-    return {
-        "step": step.step, "schedule": step.schedule_name,
-        "state": ("fired" if s is None else
-                  "paused" if s.spec.state is ScheduleState.DISABLED else "scheduled"),
-        "due_at": None if s is None or s.due_at is None else iso(s.due_at),
-        "deliveries": [{"id": d.id, "state": d.state.value, "recipients": list(d.recipients),
-                        "updated_at": iso(d.updated_at), "detail": d.detail}
-                       for d in step.deliveries]}
+                      for x in d["deliveries"]) or "-") for d in doc["steps"]])
 
 
 @app.command("list")
-def list_campaigns(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+def list_campaigns(db: DbOption = DEFAULT_DB, url: UrlOption = None,
+                   as_json: JsonOption = False) -> None:
     """Every campaign, with its status and how many schedules it made."""
-    with tidings(db) as t:
-        records = t.campaigns.list(limit=1000)
+    docs = on_node_or_db(url, db, lambda node: node.list_campaigns(),
+                         lambda t: [campaign_json(r) for r in t.campaigns.list(limit=1000)])
     if as_json:
-        emit_json({"campaigns": [{"name": r.name, "status": r.status.value,
-                                  "steps": [s.name for s in r.steps],
-                                  "schedules_created": r.schedules_created,
-                                  "row_errors": r.row_errors} for r in records]})
+        emit_json({"campaigns": docs})
         return
     table(None, ["campaign", "status", "steps", "schedules created", "row errors"],
-          [(r.name, r.status.value, ", ".join(s.name for s in r.steps), r.schedules_created,
-            r.row_errors) for r in records])
+          [(d["name"], d["status"], ", ".join(s["name"] for s in d["steps"]),
+            d["schedules_created"], d["row_errors"]) for d in docs])
 
 
-def _summary_rows(s: FanoutSummary) -> list[tuple[str, Any]]:
-    rate = round(s.schedules_created / s.elapsed_s) if s.elapsed_s else 0
+def _summary_rows(s: dict[str, Any]) -> list[tuple[str, Any]]:
+    rate = round(s["schedules_created"] / s["elapsed_s"]) if s["elapsed_s"] else 0
     rows: list[tuple[str, Any]] = [
-        ("campaign", s.campaign), ("rows read", s.rows_read),
-        ("schedules created", s.schedules_created),
-        ("already there (skipped)", s.schedules_existing),
-        ("steps already due (skipped)", s.skipped_past), ("row errors", s.errors),
-        ("seconds", round(s.elapsed_s, 1)), ("schedules per second", rate)]
-    if s.stopped:
-        rows.append(("stopped", s.stop_reason))
+        ("campaign", s["campaign"]), ("rows read", s["rows_read"]),
+        ("schedules created", s["schedules_created"]),
+        ("already there (skipped)", s["schedules_existing"]),
+        ("steps already due (skipped)", s["skipped_past"]), ("row errors", s["errors"]),
+        ("seconds", round(s["elapsed_s"], 1)), ("schedules per second", rate)]
+    if s["stopped"]:
+        rows.append(("stopped", s["stop_reason"]))
     return rows
+
+
+#: Bytes of the recipient list sent to a remote node at a time.
+CHUNK = 64 * 1024
 
 
 def fanout(
@@ -197,7 +203,9 @@ def fanout(
         metavar="MIN", show_default=False, help="Spread each step over this many minutes.")
     ] = None,
     errors: Annotated[str | None, typer.Option(
-        metavar="FILE", show_default=False, help="Write bad rows here (JSON Lines).")] = None,
+        metavar="FILE", show_default=False,
+        help="Write bad rows here (JSON Lines; not with a remote node, which answers a "
+        "sample of them: error_sample in --json).")] = None,
     max_error_percent: Annotated[float | None, typer.Option(
         metavar="P", show_default=False, help="Stop when more rows than this % are bad.")
     ] = None,
@@ -206,14 +214,15 @@ def fanout(
     fmt: Annotated[str | None, typer.Option(
         "--format", metavar="csv|jsonl", show_default=False,
         help="Input format (default: from the file name, else csv).")] = None,
-    db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
+    db: DbOption = DEFAULT_DB, url: UrlOption = None, as_json: JsonOption = False,
 ) -> None:
     """Create one self-deleting email schedule per recipient and step, at each
-    recipient's local time. Resumable: a re-run creates only what is missing."""
-    if fmt is None:
-        fmt = "jsonl" if source.endswith((".jsonl", ".ndjson")) else "csv"
-    with tidings(db) as t, ExitStack() as stack:
-        opts = FanoutOptions(
+    recipient's local time. Resumable: a re-run creates only what is missing. With a
+    remote node, the list streams to it and it does the fan-out."""
+    fmt = fmt or ("jsonl" if source.endswith((".jsonl", ".ndjson")) else "csv")
+
+    def options() -> FanoutOptions:  # checked before anything is read, sent or written
+        return FanoutOptions(
             campaign=campaign, template=template, sender=sender,
             steps=tuple(parse_step(s) for s in step or ()),
             on=parse_date("--on", on) if on else None, local_time=local_time,
@@ -222,32 +231,80 @@ def fanout(
                             at=at_column),
             quiet_hours=quiet_hours, flexible_window_minutes=flexible_window,
             max_errors=max_errors, max_error_percent=max_error_percent, format=fmt)
-        stream: IO[bytes] = (sys.stdin.buffer if source == "-"
-                             else stack.enter_context(open(source, "rb")))
-        total = None if source == "-" else os.path.getsize(source)
-        sink = stack.enter_context(open(errors, "a", encoding="utf-8")) if errors else None
-        progress = stack.enter_context(Progress(
+
+    def on_node(node: RemoteTidings) -> dict[str, Any]:
+        options()
+        if errors:
+            raise ValidationError("--errors", "a remote node answers a sample of the bad "
+                                  "rows (error_sample, with --json), not a file of them all")
+        with _progress(as_json) as (show, stack):
+            stream, total = _source(source, stack)
+
+            def chunks() -> Iterator[bytes]:
+                sent = 0
+                while chunk := stream.read(CHUNK):
+                    sent += len(chunk)
+                    show(sent, total, "")
+                    yield chunk
+
+            return node.fanout(
+                campaign, chunks(),
+                content_type="application/x-ndjson" if fmt == "jsonl" else "text/csv",
+                template=template, **{"from": sender}, local_time=local_time, on=on,
+                next=next_time, at_column=at_column, step=list(step or ()) or None,
+                tz_column=tz_column, id_column=id_column, email_column=email_column,
+                quiet_hours=quiet_hours, flexible_window=flexible_window,
+                max_error_percent=max_error_percent, max_errors=max_errors, format=fmt)
+
+    def on_db(t: Tidings) -> dict[str, Any]:
+        opts = options()
+        with _progress(as_json) as (show, stack):
+            stream, total = _source(source, stack)
+            sink = stack.enter_context(open(errors, "a", encoding="utf-8")) if errors else None
+
+            def progress(p: FanoutProgress) -> None:
+                rate = p.schedules_created / p.elapsed_s if p.elapsed_s else 0
+                show(p.bytes_read, total, f"{p.rows_read:,} rows · {p.schedules_created:,} "
+                     f"created · {p.errors:,} errors · {rate:,.0f}/s")
+
+            return t.campaigns.fanout(stream, opts, errors=sink, on_progress=progress,
+                                      bytes_total=total).to_json()
+
+    summary = on_node_or_db(url, db, on_node, on_db)
+    if as_json:
+        emit_json(summary)
+    else:
+        table(None, ["fan-out", "value"], _summary_rows(summary))
+        if errors and summary["errors"]:
+            line(f"bad rows written to {errors}")
+    if summary["stopped"]:
+        raise typer.Exit(EXIT_FAILURE)
+
+
+def _source(source: str, stack: ExitStack) -> tuple[IO[bytes], int | None]:
+    """The recipient list (stdin for -) and its size when known."""
+    if source == "-":
+        return sys.stdin.buffer, None
+    return stack.enter_context(open(source, "rb")), os.path.getsize(source)
+
+
+Show = Callable[[int, "int | None", str], None]
+
+
+@contextmanager
+def _progress(as_json: bool) -> Iterator[tuple[Show, ExitStack]]:
+    """A progress bar on stderr for people (none with --json), and the files to close."""
+    with ExitStack() as stack:
+        bar = stack.enter_context(Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
             TextColumn("{task.fields[stats]}"), TimeElapsedColumn(), TimeRemainingColumn(),
             console=stderr, transient=True, disable=as_json))
-        task = progress.add_task("fan-out", total=total, stats="")
+        task = bar.add_task("fan-out", total=None, stats="")
 
-        def show(p: FanoutProgress) -> None:
-            rate = p.schedules_created / p.elapsed_s if p.elapsed_s else 0
-            progress.update(task, completed=p.bytes_read, stats=(
-                f"{p.rows_read:,} rows · {p.schedules_created:,} created · "
-                f"{p.errors:,} errors · {rate:,.0f}/s"))
+        def show(done: int, total: int | None, stats: str) -> None:
+            bar.update(task, completed=done, total=total, stats=stats)
 
-        summary = t.campaigns.fanout(stream, opts, errors=sink, on_progress=show,
-                                     bytes_total=total)
-    if as_json:
-        emit_json(summary.to_json())
-    else:
-        table(None, ["fan-out", "value"], _summary_rows(summary))
-        if errors and summary.errors:
-            line(f"bad rows written to {errors}")
-    if summary.stopped:
-        raise typer.Exit(EXIT_FAILURE)
+        yield show, stack
 
 
 def forecast(
@@ -260,16 +317,18 @@ def forecast(
                                             help="Also draw it into a PNG (needs matplotlib).")
                    ] = None,
     width: Annotated[int, typer.Option(help="Chart columns.")] = 96,
-    db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
+    db: DbOption = DEFAULT_DB, url: UrlOption = None, as_json: JsonOption = False,
 ) -> None:
     """Planned firings per minute over the next hours: see spikes before they happen."""
     from tidings.cli.forecast_chart import render, write_png
 
     if per not in (None, "target"):
         raise typer.BadParameter("only --per target is supported", param_hint="--per")
-    with tidings(db) as t:
-        fc = t.campaigns.forecast(hours, bucket_minutes=bucket)
-        if png:
+    fc = Forecast(**on_node_or_db(
+        url, db, lambda node: node.forecast(hours, bucket),
+        lambda t: t.campaigns.forecast(hours, bucket_minutes=bucket).to_json()))
+    if png:
+        with errors_handled():
             write_png(fc, png, per_target=per == "target")
     if as_json:
         emit_json(fc.to_json())

@@ -16,6 +16,7 @@ from tidings.cli.options import (
     CreateOption,
     DbOption,
     JsonOption,
+    UrlOption,
     creating,
     without_create,
 )
@@ -28,13 +29,16 @@ from tidings.cli.output import (
     line,
     report,
     table,
-    tidings,
 )
+from tidings.cli.where import on_node_or_db
+from tidings.client import Tidings
 from tidings.clock import iso, to_ms
 from tidings.email.service import EmailService
+from tidings.email.sesv2 import send_email_document
 from tidings.email.templates import RenderingError, parse_template_data
 from tidings.errors import ValidationError
 from tidings.model.email import EmailMessage, StoredTemplate
+from tidings.remote import RemoteTidings
 from tidings.server.native.email_views import delivery_json, suppression_json, template_json
 from tidings.settings import Settings
 from tidings.store import Create
@@ -72,11 +76,13 @@ def _template_saving(save: Callable[[EmailService, str, str, str | None, str | N
                                    StoredTemplate], done: str, doc: str) -> Callable[..., None]:
     """create and update take the same parts (SES UpdateEmailTemplate replaces them all)."""
     def command(name: Name, subject: Subject, html: HtmlFile = None, text: TextFile = None,
-                db: DbOption = DEFAULT_DB, create_folders: CreateOption = False,
-                as_json: JsonOption = False) -> None:
+                db: DbOption = DEFAULT_DB, url: UrlOption = None,
+                create_folders: CreateOption = False, as_json: JsonOption = False) -> None:
         opening = creating(create_folders) if done == "created" else Create.NOTHING
-        with tidings(db, create=opening) as t:
-            saved = template_json(save(t.email, name, subject, _read(html), _read(text)))
+        parts = (subject, _read(html), _read(text))
+        saved = on_node_or_db(
+            url, db, lambda node: node.put_template(name, *parts, replace=done == "updated"),
+            lambda t: template_json(save(t.email, name, *parts)), create=opening)
         emit_json(saved) if as_json else line(f"{done} template {name}")
     command.__doc__ = doc
     return command if done == "created" else without_create(command)
@@ -91,17 +97,19 @@ templates_app.command("update")(_template_saving(
 
 
 @templates_app.command("get")
-def template_get(name: Name, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    with tidings(db) as t:
-        doc = template_json(t.email.get_template(name))
+def template_get(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None,
+                 as_json: JsonOption = False) -> None:
+    doc = on_node_or_db(url, db, lambda node: node.get_template(name),
+                        lambda t: template_json(t.email.get_template(name)))
     emit_json(doc) if as_json else _print_template(doc)
 
 
 @templates_app.command("list")
-def template_list(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
-    with tidings(db) as t:
-        docs = [template_json(r) for r in all_pages(
-            lambda token: t.email.list_templates(limit=1000, next_token=token))]
+def template_list(db: DbOption = DEFAULT_DB, url: UrlOption = None,
+                  as_json: JsonOption = False) -> None:
+    docs = on_node_or_db(url, db, lambda node: node.list_templates(), lambda t: [
+        template_json(r) for r in all_pages(
+            lambda token: t.email.list_templates(limit=1000, next_token=token))])
     if as_json:
         emit_json(docs)
     else:
@@ -111,9 +119,9 @@ def template_list(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> Non
 
 
 @templates_app.command("delete")
-def template_delete(name: Name, db: DbOption = DEFAULT_DB) -> None:
-    with tidings(db) as t:
-        t.email.delete_template(name)
+def template_delete(name: Name, db: DbOption = DEFAULT_DB, url: UrlOption = None) -> None:
+    on_node_or_db(url, db, lambda node: node.delete_template(name),
+                  lambda t: t.email.delete_template(name))
     line(f"deleted template {name}")
 
 
@@ -124,24 +132,29 @@ def render(
     template: Name,
     data: Annotated[str, typer.Option(help="Template data: a JSON object.")] = "{}",
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Render a stored template with data, as it would be sent (nothing is sent)."""
-    with tidings(db) as t:
+    def on_db(t: Tidings) -> dict[str, Any]:
         try:
             out = t.email.render(template, parse_template_data(data))
         except RenderingError as exc:
             raise fail(f"rendering failed: {exc.message}", 1) from None
+        return {"subject": out.subject, "text": out.text, "html": out.html}
+
+    doc = on_node_or_db(url, db, lambda node: node.render(template, parse_template_data(data)),
+                        on_db)
     if as_json:
-        emit_json({"subject": out.subject, "text": out.text, "html": out.html})
+        emit_json(doc)
         return
-    line(f"Subject: {out.subject}")
-    if out.text is not None:
+    line(f"Subject: {doc['subject']}")
+    if doc["text"] is not None:
         line("\n--- text ---")
-        line(out.text)
-    if out.html is not None:
+        line(doc["text"])
+    if doc["html"] is not None:
         line("\n--- html ---")
-        line(out.html)
+        line(doc["html"])
 
 
 @app.command()
@@ -156,29 +169,36 @@ def send(
     text: TextFile = None,
     html: HtmlFile = None,
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Queue one message; `tidings serve` (or a worker) delivers it through the relay."""
-    with tidings(db) as t:
+    def message() -> EmailMessage:
         if template is None and subject is None:
             raise ValidationError("--template", "give --template, or --subject with "
                                   "--text and/or --html")
-        msg = EmailMessage(from_address=sender, to=tuple(to), cc=tuple(cc or ()),
-                           bcc=tuple(bcc or ()), template=template,
-                           template_data=parse_template_data(data) if template else {},
-                           subject=subject, text=_read(text), html=_read(html))
-        delivery = t.email.send(msg)
-    report(as_json, delivery_json(delivery),
-           f"queued {delivery.id} (Message-ID <{delivery.message_id}>)")
+        return EmailMessage(from_address=sender, to=tuple(to), cc=tuple(cc or ()),
+                            bcc=tuple(bcc or ()), template=template,
+                            template_data=parse_template_data(data) if template else {},
+                            subject=subject, text=_read(text), html=_read(html)).validated()
+
+    def on_node(node: RemoteTidings) -> dict[str, Any]:
+        accepted = node.send_email(send_email_document(message()))
+        return node.delivery(str(accepted["id"]))
+
+    doc = on_node_or_db(url, db, on_node, lambda t: delivery_json(t.email.send(message())))
+    report(as_json, doc, f"queued {doc['id']} (Message-ID <{doc['message_id']}>)")
 
 
 @app.command("status")
-def email_status(db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+def email_status(db: DbOption = DEFAULT_DB, url: UrlOption = None,
+                 as_json: JsonOption = False) -> None:
     """How much accepted email waits to be sent (for a node with an SMTP relay, or a
     retry)."""
-    with tidings(db) as t:
-        waiting = t.email.waiting()
-    report(as_json, {"waiting": waiting}, f"{waiting} emails waiting to be sent")
+    doc = on_node_or_db(url, db, lambda node: node.email_status(),
+                        lambda t: {"waiting": t.email.waiting()})
+    relay = "" if doc.get("relay", True) else " (this node has no SMTP relay)"
+    report(as_json, doc, f"{doc['waiting']} emails waiting to be sent{relay}")
 
 
 @app.command("resend")
@@ -194,22 +214,28 @@ def resend(
         metavar="ISO", help="Accepted at or after (e.g. 2026-12-01T09:00:00Z).")] = None,
     until: Annotated[str | None, typer.Option(metavar="ISO",
                                               help="Accepted before.")] = None,
-    db: DbOption = DEFAULT_DB, as_json: JsonOption = False,
+    db: DbOption = DEFAULT_DB, url: UrlOption = None, as_json: JsonOption = False,
 ) -> None:
     """Put failed deliveries back in line, once each (after a relay outage, or a fixed
     template). Bounced addresses are suppressed: they are not resent."""
-    with tidings(db) as t:
+    after, before = instant_option("since", since), instant_option("until", until)
+
+    def on_db(t: Tidings) -> dict[str, Any]:
         outcome = t.email.resend(message_id=message_id, recipient=to, campaign=campaign,
-                                 state=state, since=_ms(instant_option("since", since)),
-                                 until=_ms(instant_option("until", until)))
-    doc = {"resent": outcome.resent,
-           "skipped": [{"id": i, "reason": why} for i, why in outcome.skipped]}
+                                 state=state, since=_ms(after), until=_ms(before))
+        return {"resent": outcome.resent,
+                "skipped": [{"id": i, "reason": why} for i, why in outcome.skipped]}
+
+    doc = on_node_or_db(url, db, lambda node: node.resend(
+        message_id=message_id, recipient=to, campaign=campaign, state=state,
+        since=after.isoformat() if after else None,
+        until=before.isoformat() if before else None), on_db)
     if as_json:
         emit_json(doc)
         return
-    line(f"resent {outcome.resent} deliveries")
-    for delivery_id, why in outcome.skipped:
-        line(f"skipped {delivery_id}: {why}")
+    line(f"resent {doc['resent']} deliveries")
+    for skipped in doc["skipped"]:
+        line(f"skipped {skipped['id']}: {skipped['reason']}")
 
 
 def _ms(when: datetime | None) -> int | None:
@@ -223,17 +249,20 @@ def log_cmd(
         help="QUEUED, SENT, SUPPRESSED, BOUNCED, FAILED or RENDERING_FAILURE.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="How many (newest first).")] = 50,
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """The delivery log, newest first."""
-    with tidings(db) as t:
-        rows, _ = t.email.log(recipient=recipient, state=state, limit=limit)
+    docs = on_node_or_db(
+        url, db, lambda node: node.deliveries(recipient=recipient, state=state, limit=limit),
+        lambda t: [delivery_json(d) for d in t.email.log(recipient=recipient, state=state,
+                                                         limit=limit)[0]])
     if as_json:
-        emit_json([delivery_json(d) for d in rows])
+        emit_json(docs)
         return
     table(None, ["time", "state", "to", "template", "detail", "id"],
-          [(iso(d.created_at), d.state.value, ", ".join(d.recipients), d.template or "-",
-            d.detail or "", d.id) for d in rows])
+          [(d["created_at"], d["state"], ", ".join(d["recipients"]), d["template"] or "-",
+            d["detail"] or "", d["id"]) for d in docs])
 
 
 # suppression -------------------------------------------------------------------------------------
@@ -244,19 +273,29 @@ def suppress_add(
     reason: Annotated[str, typer.Option(
         help="BOUNCE, COMPLAINT, UNSUBSCRIBE or MANUAL.")] = "MANUAL",
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     create_folders: CreateOption = False,
 ) -> None:
     """Suppress an address (the first may make a new database: see --create)."""
-    with tidings(db, create=creating(create_folders)) as t:
-        added = t.email.suppress(address, reason)
+    def on_node(node: RemoteTidings) -> bool:
+        # An address already listed keeps its first reason: the PUT changes nothing then.
+        listed = node.suppression(address) is not None
+        node.suppress(address, reason)
+        return not listed
+
+    added = on_node_or_db(url, db, on_node, lambda t: t.email.suppress(address, reason),
+                          create=creating(create_folders))
     line(f"suppressed {address}" if added else f"{address} was already suppressed")
 
 
 @suppress_app.command("remove")
-def suppress_remove(address: Address, db: DbOption = DEFAULT_DB) -> None:
-    with tidings(db) as t:
-        removed = t.email.unsuppress(address)
-    if not removed:
+def suppress_remove(address: Address, db: DbOption = DEFAULT_DB,
+                    url: UrlOption = None) -> None:
+    def on_node(node: RemoteTidings) -> bool:
+        node.unsuppress(address)  # 404 NotFound when not listed
+        return True
+
+    if not on_node_or_db(url, db, on_node, lambda t: t.email.unsuppress(address)):
         raise fail(f"{address} is not on the suppression list", 1)
     line(f"removed {address}")
 
@@ -265,12 +304,13 @@ def suppress_remove(address: Address, db: DbOption = DEFAULT_DB) -> None:
 def suppress_list(
     reason: Annotated[str | None, typer.Option(help="Only this reason.")] = None,
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    with tidings(db) as t:
-        docs = [suppression_json(s) for s in all_pages(
+    docs = on_node_or_db(url, db, lambda node: node.list_suppressions(reason), lambda t: [
+        suppression_json(s) for s in all_pages(
             lambda token: t.email.list_suppressions(reason=reason, limit=1000,
-                                                    next_token=token))]
+                                                    next_token=token))])
     if as_json:
         emit_json(docs)
     else:

@@ -12,6 +12,7 @@ from rich.markup import escape
 from tidings.cli import backup, campaigns, email, queues, schedules, security
 from tidings.cli.options import CreateOption, creating
 from tidings.cli.output import errors_handled, report
+from tidings.cli.where import database_settings
 from tidings.settings import Settings
 
 app = typer.Typer(
@@ -106,11 +107,11 @@ def serve(
 
     Makes a new database where there is none (logged with its absolute path) and
     migrates an older one; refuses (exit 3) one a newer tidings migrated."""
+    settings = database_settings(db, host=host, port=port, app=app_spec,
+                                 concurrency=concurrency, smtp_url=smtp_url,
+                                 insecure_no_auth=insecure_no_auth, tls_cert=tls_cert,
+                                 tls_key=tls_key)
     with errors_handled():
-        settings = Settings.from_env(db=db, host=host, port=port, app=app_spec,
-                                     concurrency=concurrency, smtp_url=smtp_url,
-                                     insecure_no_auth=insecure_no_auth, tls_cert=tls_cert,
-                                     tls_key=tls_key)
         from tidings.node import serve as run_server  # heavy: only when serving
 
         run_server(settings, create=creating(create_folders))
@@ -126,9 +127,9 @@ def worker(
 ) -> None:
     """Run your app's consumers (and maintenance) without the HTTP API (the database as
     `serve` opens it)."""
+    settings = database_settings(db, app=app_spec, concurrency=concurrency,
+                                 smtp_url=smtp_url)
     with errors_handled():
-        settings = Settings.from_env(db=db, app=app_spec, concurrency=concurrency,
-                                     smtp_url=smtp_url)
         from tidings.node import work
 
         work(settings, create=creating(create_folders))
@@ -154,8 +155,8 @@ def migrate_command(
 
     # The node's own lines, one per migration with its duration, on stderr.
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    settings = database_settings(db)
     with errors_handled():
-        settings = Settings.from_env(db=db)
         opening = Create.NOTHING if check else creating(create_folders)
         with Tidings(settings=settings, create=opening) as t:
             status = t.schema_status()

@@ -1,4 +1,4 @@
-"""How CLI commands print, fail and open the database.
+"""How CLI commands print and fail (where they act, a node or a database: `cli/where.py`).
 
 Output contract: with `--json`, exactly one JSON document on stdout; otherwise rich tables
 for people. Errors always go to stderr as `error: <field>: <rule>` (or `error: <message>`).
@@ -21,10 +21,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tidings.client import Tidings
 from tidings.errors import BatchError, SchemaTooNew, TidingsError, ValidationError
-from tidings.settings import Settings
-from tidings.store import Create
+from tidings.remote import RemoteError
 
 T = TypeVar("T")
 
@@ -57,28 +55,14 @@ def instant_option(name: str, text: str | None) -> datetime | None:
 def exit_code(exc: TidingsError) -> int:
     if isinstance(exc, SchemaTooNew):
         return EXIT_SCHEMA_TOO_NEW
+    if isinstance(exc, RemoteError):  # the node's verdict: the same codes as at home
+        return EXIT_USAGE if exc.code == "InvalidParameterValue" else EXIT_FAILURE
     return EXIT_USAGE if isinstance(exc, ValidationError | BatchError) else EXIT_FAILURE
 
 
 @contextmanager
-def tidings(db: str | None, *, create: Create = Create.NOTHING) -> Iterator[Tidings]:
-    """Open the database for one command; a tidings error becomes a message and an exit
-    code instead of a traceback. `db` None: the settings' (TIDINGS_DB or the default).
-
-    Every command opens the database here, and by default opens what exists, as it is: a
-    missing database is an error naming its path, never a new empty one, and one older
-    than this release is not migrated. Commands that put the first things in a database
-    pass `Create.DATABASE` (or `FOLDERS`, their `--create`)."""
-    try:
-        with Tidings(settings=Settings.from_env(db=db), create=create) as t:
-            yield t
-    except TidingsError as exc:
-        raise fail(exc.message, exit_code(exc)) from None
-
-
-@contextmanager
 def errors_handled() -> Iterator[None]:
-    """For commands that do not open the database themselves (serve, worker)."""
+    """A tidings error becomes a message and an exit code instead of a traceback."""
     try:
         yield
     except TidingsError as exc:

@@ -18,10 +18,19 @@ from tidings.cli.options import (
     creating,
     key_values,
 )
-from tidings.cli.output import all_pages, emit_json, instant_option, line, report, table, tidings
-from tidings.cli.security import on_node_or_db
+from tidings.cli.output import (
+    EXIT_USAGE,
+    all_pages,
+    emit_json,
+    errors_handled,
+    fail,
+    instant_option,
+    line,
+    report,
+    table,
+)
+from tidings.cli.where import on_node_or_db
 from tidings.client import Tidings
-from tidings.errors import ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.queues import MAX_RETENTION_S, RedrivePolicy, check_range
 from tidings.remote import RemoteTidings
@@ -80,27 +89,38 @@ def create(
         "--content-based-dedup", help="FIFO: deduplicate by a SHA-256 of the body.")] = False,
     tag: TagOption = None,
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     create_folders: CreateOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Create a queue (creating it again with the same settings is fine). The first
     queue may make a new database (see --create)."""
-    with tidings(db, create=creating(create_folders)) as t:
-        if (dlq is None) != (max_receive_count is None):
-            raise ValidationError("--dlq/--max-receive-count", "give both or neither")
-        given = {
-            "visibility_timeout_s": visibility_timeout, "delay_s": delay,
-            "retention_s": retention, "max_message_bytes": max_message_size,
-            "receive_wait_s": receive_wait,
-        }
-        attrs: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
-        if dlq is not None and max_receive_count is not None:
-            attrs["redrive_policy"] = RedrivePolicy(dlq, max_receive_count)
-        if content_based_dedup:
-            attrs["content_based_deduplication"] = True
-        t.queues.create_queue(name, **attrs, tags=key_values(tag, "--tag"))
-        doc = _describe(t, name)
-    _print_queue(doc, as_json)
+    if (dlq is None) != (max_receive_count is None):
+        raise fail("--dlq/--max-receive-count: give both or neither", EXIT_USAGE)
+    given = {
+        "visibility_timeout_s": visibility_timeout, "delay_s": delay,
+        "retention_s": retention, "max_message_bytes": max_message_size,
+        "receive_wait_s": receive_wait,
+    }
+    attrs: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+    if content_based_dedup:
+        attrs["content_based_deduplication"] = True
+
+    def on_node(node: RemoteTidings) -> dict[str, Any]:
+        policy = None if dlq is None else {"dead_letter_queue": dlq,
+                                           "max_receive_count": max_receive_count}
+        return node.create_queue(name, tags=key_values(tag, "--tag"), **attrs,
+                                 **({"redrive_policy": policy} if policy else {}))
+
+    def on_db(t: Tidings) -> dict[str, Any]:
+        policy = None if dlq is None or max_receive_count is None else RedrivePolicy(
+            dlq, max_receive_count)
+        t.queues.create_queue(name, **attrs, **({"redrive_policy": policy} if policy else {}),
+                              tags=key_values(tag, "--tag"))
+        return _describe(t, name)
+
+    _print_queue(on_node_or_db(url, db, on_node, on_db, create=creating(create_folders)),
+                 as_json)
 
 
 @app.command("list")
@@ -244,13 +264,14 @@ def peek(
     name: Name,
     n: Annotated[int, typer.Option("-n", "--max", help="Up to this many (1-1000).")] = 10,
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Show messages without receiving them (no visibility change, no receive counted):
     what a dead-letter queue holds and why each message is there."""
-    with tidings(db) as t:
-        views, _ = t.queues.peek(name, limit=n)
-    docs = [peeked_json(v) for v in views]
+    docs: list[dict[str, Any]] = on_node_or_db(
+        url, db, lambda node: node.peek(name, n)["messages"],
+        lambda t: [peeked_json(v) for v in t.queues.peek(name, limit=n)[0]])
     if as_json:
         emit_json({"messages": docs})
     elif docs:
@@ -272,14 +293,27 @@ def redrive(
         help="Move at most this many messages per second (1-500), printing progress.")]
     = None,
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Move messages out of a dead-letter queue, in the foreground."""
-    with tidings(db) as t:
+    """Move messages out of a dead-letter queue, in the foreground (on a remote node, a
+    rate-limited move is the node's move task, followed until it ends; Ctrl-C cancels it)."""
+    if max_per_second is not None:
+        with errors_handled():
+            check_range("--max-per-second", max_per_second, 1, 500)
+
+    def on_node(node: RemoteTidings) -> int:
+        started = node.redrive(dlq, to, max_per_second=max_per_second)
         if max_per_second is None:
-            moved = t.queues.redrive(dlq, to)
-        else:
-            moved = _redrive_at_rate(t, dlq, to, max_per_second, progress=not as_json)
+            return int(started["moved"])
+        return _follow_move_task(node, dlq, str(started["task_handle"]), progress=not as_json)
+
+    def on_db(t: Tidings) -> int:
+        if max_per_second is None:
+            return t.queues.redrive(dlq, to)
+        return _redrive_at_rate(t, dlq, to, max_per_second, progress=not as_json)
+
+    moved = on_node_or_db(url, db, on_node, on_db)
     report(as_json, {"queue": dlq, "destination": to, "moved": moved},
            f"moved {moved} message(s) out of {dlq}")
 
@@ -288,7 +322,6 @@ def _redrive_at_rate(t: Tidings, dlq: str, to: str | None, rate: int, *,
                      progress: bool) -> int:
     """One second's worth per step, then sleep out the rest of the second: the rate holds
     over any window of a second, not just on average."""
-    rate = check_range("--max-per-second", rate, 1, 500)
     moved = 0
     while True:
         started = time.monotonic()
@@ -299,3 +332,30 @@ def _redrive_at_rate(t: Tidings, dlq: str, to: str | None, rate: int, *,
         if n < rate:
             return moved
         time.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
+
+
+#: How often a remote move task is looked at: its progress line changes about this often.
+MOVE_TASK_POLL_S = 0.5
+
+
+def _follow_move_task(node: RemoteTidings, dlq: str, handle: str, *, progress: bool) -> int:
+    """Wait for the node's move task to end, printing its progress; interrupted (Ctrl-C),
+    it is cancelled, as the local foreground move stops with the command."""
+    shown = 0
+    try:
+        while True:
+            task = next((x for x in node.move_tasks(dlq) if x["task_handle"] == handle), None)
+            if task is None:
+                raise fail(f"the move task {handle} of {dlq} is gone from the node", 1)
+            if progress and task["moved"] != shown:
+                shown = task["moved"]
+                line(f"moved {shown} so far")
+            if task["status"] == "COMPLETED":
+                return int(task["moved"])
+            if task["status"] != "RUNNING":
+                raise fail(f"the move task of {dlq} ended {task['status']} after moving "
+                           f"{task['moved']}: {task['failure_reason'] or 'no reason given'}", 1)
+            time.sleep(MOVE_TASK_POLL_S)
+    except KeyboardInterrupt:
+        node.cancel_move_task(handle)
+        raise

@@ -1,6 +1,6 @@
 """`tidings schedule …` and `tidings schedule-group …`: manage schedules from a shell.
 
-Same conventions as `tidings queue`: `--db`, `--json`, exit codes 0/1/2. The JSON printed
+Same conventions as `tidings queue`: `--db` or `--url`, `--json`, exit codes 0/1/2. The JSON printed
 is the native API's (server/native/schedule_views.py), so scripts can use either.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -19,14 +20,18 @@ from tidings.cli.options import (
     DbOption,
     JsonOption,
     TagOption,
+    UrlOption,
     creating,
     key_values,
     without_create,
 )
-from tidings.cli.output import all_pages, emit_json, errors_handled, line, report, table, tidings
-from tidings.clock import SystemClock, from_ms
+from tidings.cli.output import all_pages, emit_json, errors_handled, line, report, table
+from tidings.cli.where import node_url, on_node_or_db, remote
+from tidings.client import Tidings
+from tidings.clock import SystemClock
 from tidings.errors import ValidationError
-from tidings.model.schedules import DEFAULT_GROUP, ScheduleSpec, ScheduleState, Target
+from tidings.model.schedules import DEFAULT_GROUP, Schedule, ScheduleSpec, ScheduleState, Target
+from tidings.remote import RemoteTidings
 from tidings.server.native.schedule_views import (
     group_json,
     make_spec,
@@ -34,6 +39,7 @@ from tidings.server.native.schedule_views import (
     occurrences_json,
     parse_instant,
     schedule_json,
+    spec_json,
 )
 from tidings.store import Create
 
@@ -145,11 +151,11 @@ def _saving(how: str, doc: str) -> Callable[..., None]:
         webhook: WebhookTarget = None, function: FunctionTarget = None, input_: Input = None,
         group_id: GroupId = None, max_retries: MaxRetries = None,
         max_event_age: MaxAge = None, dlq: Dlq = None,
-        db: DbOption = DEFAULT_DB, create_folders: CreateOption = False,
+        db: DbOption = DEFAULT_DB, url: UrlOption = None, create_folders: CreateOption = False,
         as_json: JsonOption = False,
     ) -> None:
         opening = Create.NOTHING if how == "update" else creating(create_folders)
-        _save(db, opening, as_json, how, lambda: _spec(
+        _save(db, url, opening, as_json, how, lambda: _spec(
             name, group, expression, tz, start, end, flexible_window, disabled,
             delete_after_completion, description,
             _target(queue, webhook, function, input_, group_id, max_retries, max_event_age,
@@ -170,56 +176,72 @@ app.command("update")(_saving(
     The next occurrence is computed afresh from now."""))
 
 
-def _save(db: str | None, opening: Create, as_json: bool, how: str,
+def _save(db: str | None, url: str | None, opening: Create, as_json: bool, how: str,
           make: Callable[[], ScheduleSpec]) -> None:
     """Create or (fully) replace, then print the schedule as stored. The spec is built
-    inside `tidings()`, which turns bad input into exit code 2 with the field named."""
-    with tidings(db, create=opening) as t:
+    (and checked) here, before anything is sent or written: bad input is exit code 2
+    with the field named, the same on a node and on a database."""
+    def on_node(node: RemoteTidings) -> dict[str, Any]:
+        spec = make()
+        fields = spec_json(spec)
+        if how == "create":
+            return node.create_schedule({"name": spec.name, "group": spec.group, **fields})
+        if how == "update":
+            return node.update_schedule(spec.group, spec.name, fields)
+        return node.apply_schedule(spec.group, spec.name, fields)
+
+    def on_db(t: Tidings) -> dict[str, Any]:
         spec = make()
         save = {"create": t.schedules.create, "update": t.schedules.update,
                 "apply": t.schedules.put}[how]
-        saved = save(spec)
-        doc = schedule_json(saved, t.schedules.schedule_arn(spec.group, spec.name))
-    _print_schedule(doc, as_json)
+        return schedule_json(save(spec), t.schedules.schedule_arn(spec.group, spec.name))
+
+    _print_schedule(on_node_or_db(url, db, on_node, on_db, create=opening), as_json)
+
+
+def _arn_json(t: Tidings, schedule: Schedule) -> dict[str, Any]:
+    return schedule_json(schedule, t.schedules.schedule_arn(schedule.group, schedule.name))
 
 
 @app.command()
 def get(name: Name, group: GroupOpt = DEFAULT_GROUP, db: DbOption = DEFAULT_DB,
-        as_json: JsonOption = False) -> None:
+        url: UrlOption = None, as_json: JsonOption = False) -> None:
     """Show a schedule and its next occurrence."""
-    with tidings(db) as t:
-        doc = schedule_json(t.schedules.get(name, group), t.schedules.schedule_arn(group, name))
-    _print_schedule(doc, as_json)
+    _print_schedule(on_node_or_db(url, db, lambda node: node.get_schedule(group, name),
+                                  lambda t: _arn_json(t, t.schedules.get(name, group))),
+                    as_json)
 
 
 @app.command()
 def delete(name: Name, group: GroupOpt = DEFAULT_GROUP, db: DbOption = DEFAULT_DB,
-           as_json: JsonOption = False) -> None:
+           url: UrlOption = None, as_json: JsonOption = False) -> None:
     """Delete a schedule."""
-    with tidings(db) as t:
-        t.schedules.delete(name, group)
+    on_node_or_db(url, db, lambda node: node.delete_schedule(group, name),
+                  lambda t: t.schedules.delete(name, group))
     report(as_json, {"deleted": name, "group": group}, f"deleted schedule {group}/{name}")
 
 
-def _set_state(name: str, group: str, state: ScheduleState, db: str | None, as_json: bool) -> None:
-    with tidings(db) as t:
-        doc = schedule_json(t.schedules.set_state(name, state, group),
-                            t.schedules.schedule_arn(group, name))
+def _set_state(name: str, group: str, state: ScheduleState, db: str | None, url: str | None,
+               as_json: bool) -> None:
+    doc = on_node_or_db(
+        url, db, lambda node: node.set_schedule_state(group, name,
+                                                      state is ScheduleState.ENABLED),
+        lambda t: _arn_json(t, t.schedules.set_state(name, state, group)))
     report(as_json, doc, f"{group}/{name} is {doc['state']}; next fire: {doc['due_at'] or '-'}")
 
 
 @app.command()
 def enable(name: Name, group: GroupOpt = DEFAULT_GROUP, db: DbOption = DEFAULT_DB,
-           as_json: JsonOption = False) -> None:
+           url: UrlOption = None, as_json: JsonOption = False) -> None:
     """Enable a schedule: it fires from its next occurrence after now."""
-    _set_state(name, group, ScheduleState.ENABLED, db, as_json)
+    _set_state(name, group, ScheduleState.ENABLED, db, url, as_json)
 
 
 @app.command()
 def disable(name: Name, group: GroupOpt = DEFAULT_GROUP, db: DbOption = DEFAULT_DB,
-            as_json: JsonOption = False) -> None:
+            url: UrlOption = None, as_json: JsonOption = False) -> None:
     """Disable a schedule: it keeps its settings and does not fire."""
-    _set_state(name, group, ScheduleState.DISABLED, db, as_json)
+    _set_state(name, group, ScheduleState.DISABLED, db, url, as_json)
 
 
 @app.command("list")
@@ -233,33 +255,39 @@ def list_(
     next_token: Annotated[str | None, typer.Option(
         show_default=False, help="Continue a listing cut at --limit.")] = None,
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List schedules by group and name, with their next fire time."""
-    with tidings(db) as t:
-        rows, token = t.schedules.list(group=group, prefix=prefix,
-                                       state=state.upper() if state else None, limit=limit,
+    wanted = state.upper() if state else None
+
+    def on_db(t: Tidings) -> dict[str, Any]:
+        rows, token = t.schedules.list(group=group, prefix=prefix, state=wanted, limit=limit,
                                        next_token=next_token)
-        docs = [schedule_json(r, t.schedules.schedule_arn(r.group, r.name)) for r in rows]
+        return {"schedules": [_arn_json(t, r) for r in rows], "next_token": token}
+
+    page = on_node_or_db(url, db, lambda node: node.list_schedules(
+        group=group, prefix=prefix, state=wanted, limit=limit, next_token=next_token), on_db)
     if as_json:
-        emit_json({"schedules": docs, "next_token": token})
+        emit_json(page)
         return
     table(None, ["group", "name", "state", "expression", "timezone", "next fire (UTC)",
                  "next fire (local)", "target"],
           [(d["group"], d["name"], d["state"], d["expression"], d["timezone"],
-            d["due_at"] or "-", _local(r.due_at, r.spec.timezone),
+            d["due_at"] or "-", _local(d["due_at"], d["timezone"]),
             f"{d['target']['kind']} {d['target']['destination']}")
-           for r, d in zip(rows, docs, strict=True)])
-    if token:
-        line(f"more: --next-token {token}")
+           for d in page["schedules"]])
+    if page["next_token"]:
+        line(f"more: --next-token {page['next_token']}")
 
 
-def _local(ms: int | None, zone: str) -> str:
+def _local(instant: str | None, zone: str) -> str:
     """An instant as the wall clock of the schedule's own zone shows it."""
-    if ms is None:
+    if instant is None:
         return "-"
     try:
-        return from_ms(ms).astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
+        when = datetime.fromisoformat(instant.replace("Z", "+00:00"))
+        return when.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S %Z")
     except (ZoneInfoNotFoundError, ValueError):
         return "-"
 
@@ -272,13 +300,20 @@ def next_(
     n: Annotated[int, typer.Option("-n", help="How many occurrences (1-100).")] = 5,
     after: Annotated[str | None, typer.Option(
         show_default=False, help="ISO 8601 with a UTC offset; default now.")] = None,
+    url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Print the next occurrences of an expression in UTC and local time (no database)."""
-    with errors_handled():
-        after_ms = parse_instant(after, "--after")
-        start = SystemClock().now_ms() if after_ms is None else after_ms
-        doc = occurrences_json(expression, tz, start, n)
+    """Print the next occurrences of an expression in UTC and local time (no database; on
+    a remote node, by its clock and its zone database, those its schedules fire by)."""
+    where = node_url(url)
+    if where is not None:
+        with remote(where) as node:
+            doc = node.next_occurrences(expression, tz, n, after)
+    else:
+        with errors_handled():
+            after_ms = parse_instant(after, "--after")
+            start = SystemClock().now_ms() if after_ms is None else after_ms
+            doc = occurrences_json(expression, tz, start, n)
     if as_json:
         emit_json(doc)
         return
@@ -298,13 +333,16 @@ def group_create(
     name: GroupName,
     tag: TagOption = None,
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     create_folders: CreateOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Create a schedule group (the first may make a new database: see --create)."""
-    with tidings(db, create=creating(create_folders)) as t:
-        doc = group_json(t.schedules.create_group(name, key_values(tag, "--tag")),
-                         t.schedules.group_arn(name))
+    tags = key_values(tag, "--tag")
+    doc = on_node_or_db(
+        url, db, lambda node: node.create_group(name, tags),
+        lambda t: group_json(t.schedules.create_group(name, tags), t.schedules.group_arn(name)),
+        create=creating(create_folders))
     report(as_json, doc, f"created schedule group {name}")
 
 
@@ -312,12 +350,13 @@ def group_create(
 def group_list(
     prefix: Annotated[str, typer.Option(help="Only groups starting with this.")] = "",
     db: DbOption = DEFAULT_DB,
+    url: UrlOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """List schedule groups."""
-    with tidings(db) as t:
-        docs = [group_json(g, t.schedules.group_arn(g.name)) for g in all_pages(
-            lambda token: t.schedules.list_groups(prefix, next_token=token))]
+    docs = on_node_or_db(url, db, lambda node: node.list_groups(prefix), lambda t: [
+        group_json(g, t.schedules.group_arn(g.name)) for g in all_pages(
+            lambda token: t.schedules.list_groups(prefix, next_token=token))])
     if as_json:
         emit_json({"groups": docs})
         return
@@ -327,9 +366,11 @@ def group_list(
 
 
 @groups_app.command("delete")
-def group_delete(name: GroupName, db: DbOption = DEFAULT_DB, as_json: JsonOption = False) -> None:
+def group_delete(name: GroupName, db: DbOption = DEFAULT_DB, url: UrlOption = None,
+                 as_json: JsonOption = False) -> None:
     """Delete a schedule group and every schedule in it."""
-    with tidings(db) as t:
-        n = t.schedules.delete_group(name)
-    report(as_json, {"name": name, "deleted_schedules": n},
-           f"deleted schedule group {name} and {n} schedule(s)")
+    doc = on_node_or_db(url, db, lambda node: node.delete_group(name),
+                        lambda t: {"name": name,
+                                   "deleted_schedules": t.schedules.delete_group(name)})
+    report(as_json, doc,
+           f"deleted schedule group {name} and {doc['deleted_schedules']} schedule(s)")

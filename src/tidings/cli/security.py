@@ -4,46 +4,19 @@ any native API call to a remote node (`--url`/`TIDINGS_URL` with `TIDINGS_TOKEN`
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
 
 import typer
 
 from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption, UrlOption
-from tidings.cli.output import EXIT_USAGE, emit_json, errors_handled, fail, table, tidings
-from tidings.client import Tidings
+from tidings.cli.output import EXIT_USAGE, emit_json, errors_handled, fail, table
+from tidings.cli.where import on_node_or_db, remote
 from tidings.clock import iso
-from tidings.remote import RemoteTidings
 from tidings.server.access import Scope, hash_token, new_token
-from tidings.settings import Settings
 
 T = TypeVar("T")
 
 token_app = typer.Typer(help="Make API tokens.", no_args_is_help=True)
-
-@contextmanager
-def remote(url: str | None) -> Iterator[RemoteTidings | None]:
-    """The remote node named by `--url` or TIDINGS_URL (None: use the database); a
-    refusal or a connection failure becomes a message and an exit code."""
-    with errors_handled():
-        url = url or Settings.from_env().url
-        if not url:
-            yield None
-            return
-        with RemoteTidings(url) as node:
-            yield node
-
-
-def on_node_or_db(url: str | None, db: str | None, on_node: Callable[[RemoteTidings], T],
-                  on_db: Callable[[Tidings], T]) -> T:
-    """A command that works both ways: through the native API of the node `--url` (or
-    TIDINGS_URL) names, else on the database itself; the two answer the same documents."""
-    with remote(url) as node:
-        if node is not None:
-            return on_node(node)
-    with tidings(db) as t:
-        return on_db(t)
 
 
 @token_app.command("new")
@@ -79,16 +52,11 @@ def audit(
 ) -> None:
     """Show the audit log: destructive and administrative actions, who and when (of the
     database, or of a remote node with --url / TIDINGS_URL)."""
-    with errors_handled():
-        url = url or Settings.from_env().url
-    if url:
-        with errors_handled(), RemoteTidings(url) as node:
-            entries = node.audit(actor=actor, limit=limit)
-    else:
-        with tidings(db) as t:
-            entries = [{"seq": e.seq, "at": iso(e.at), "actor": e.actor, "face": e.face,
-                        "action": e.action, "resource": e.resource}
-                       for e in t.audit.list(actor=actor, limit=limit)]
+    entries = on_node_or_db(
+        url, db, lambda node: node.audit(actor=actor, limit=limit),
+        lambda t: [{"seq": e.seq, "at": iso(e.at), "actor": e.actor, "face": e.face,
+                    "action": e.action, "resource": e.resource}
+                   for e in t.audit.list(actor=actor, limit=limit)])
     if as_json:
         emit_json({"entries": entries})
         return
@@ -112,7 +80,7 @@ def api(
             raise fail("--data: must be a JSON document", EXIT_USAGE) from None
     if method.upper() not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
         raise fail("METHOD: must be GET, POST, PUT, PATCH or DELETE", EXIT_USAGE)
-    with errors_handled(), RemoteTidings(url) as node:
+    with remote(url) as node:
         answer = node.request(method.upper(), "/" + path.lstrip("/"),
                               **({} if body is None else {"json": body}))
     if answer is not None:

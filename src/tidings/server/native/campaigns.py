@@ -21,7 +21,8 @@ from tidings.engine.campaigns import CampaignService, CampaignView
 from tidings.engine.fanout import FanoutOptions
 from tidings.engine.fanout_source import Columns
 from tidings.engine.fanout_timing import parse_date, parse_step
-from tidings.errors import ValidationError
+from tidings.errors import NotFoundError, ValidationError
+from tidings.server.native.campaign_views import campaign_json, recipient_json
 from tidings.server.native.deps import Ctx, Responses
 
 router = APIRouter(prefix="/v1", tags=["campaigns"])
@@ -77,11 +78,7 @@ async def _feed(request: Request, reader: _BodyReader) -> None:
 async def list_campaigns(ctx: Ctx, limit: int = 100, after: str | None = None,
                          ) -> dict[str, Any]:
     records = await ctx.bridge.run(lambda: ctx.t.campaigns.list(after=after, limit=limit))
-    return {"campaigns": [{"name": r.name, "status": r.status.value,
-                           "steps": [s.to_json() for s in r.steps],
-                           "schedules_created": r.schedules_created,
-                           "row_errors": r.row_errors, "created_at": r.created_at}
-                          for r in records]}
+    return {"campaigns": [campaign_json(r) for r in records]}
 
 
 def _acting(action: Callable[[CampaignService, str], CampaignView],
@@ -102,6 +99,18 @@ router.post("/campaigns/{name}/resume", name="resume", summary="Enable the sched
 router.post("/campaigns/{name}/cancel", name="cancel",
             summary="Delete the remaining schedules (final)",
             responses=_DOCS)(_acting(CampaignService.cancel))
+
+
+@router.get("/campaigns/{name}/recipients/{recipient_id}",
+            summary="One recipient's steps and what they delivered", responses=_DOCS)
+async def recipient(name: str, recipient_id: str, ctx: Ctx) -> dict[str, Any]:
+    """Each step of the recipient: when a pending one fires, what a fired one delivered.
+    The id is matched exactly (u1 is not u10); one the campaign never knew is a 404."""
+    steps = await ctx.bridge.run(ctx.t.campaigns.recipient, name, recipient_id)
+    if not steps:
+        raise NotFoundError(recipient_id, f"campaign {name!r} has no recipient "
+                            f"{recipient_id!r} (no pending step, no delivery)")
+    return recipient_json(name, recipient_id, steps)
 
 
 @router.post("/campaigns/{name}/recipients/{recipient_id}/cancel",

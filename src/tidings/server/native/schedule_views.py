@@ -88,6 +88,28 @@ def make_spec(name: str, group: str, expression: str, target: Target, *,
         description=description, client_token=client_token)
 
 
+def spec_json(spec: ScheduleSpec) -> dict[str, Any]:
+    """A schedule's settings as the native API takes them (POST /v1/schedules; without
+    name, group and client_token, the body of a replace): the inverse of `make_spec`, for
+    a client that checked its input before sending it (the CLI on a remote node)."""
+    target = spec.target
+    doc: dict[str, Any] = {
+        "expression": spec.expression, "timezone": spec.timezone,
+        "start": _iso_or_none(spec.start_ms), "end": _iso_or_none(spec.end_ms),
+        "state": spec.state.value, "flexible_window_minutes": spec.flexible_window_minutes,
+        "action_after_completion": spec.action_after_completion.value,
+        "description": spec.description,
+        "target": {"kind": target.kind.value, "destination": target.destination,
+                   "input": target.input, "message_group_id": target.message_group_id,
+                   "retry_policy": {
+                       "maximum_retry_attempts": target.retry_policy.maximum_retry_attempts,
+                       "maximum_event_age_s": target.retry_policy.maximum_event_age_s},
+                   "dead_letter_queue": target.dead_letter_queue,
+                   **({"options": dict(target.options)} if target.options else {})},
+    }
+    return doc
+
+
 def _iso_or_none(ms: int | None) -> str | None:
     return None if ms is None else iso(ms)
 

@@ -65,6 +65,10 @@ def _update(s: ScheduleService, spec: ScheduleSpec) -> dict[str, Any]:
     return _json(s, s.update(spec))
 
 
+def _apply(s: ScheduleService, spec: ScheduleSpec) -> dict[str, Any]:
+    return _json(s, s.put(spec))
+
+
 def _get(s: ScheduleService, group: str, name: str) -> dict[str, Any]:
     return _json(s, s.get(name, group))
 
@@ -198,6 +202,16 @@ async def replace_schedule(group: str, name: str, body: ScheduleFieldsIn,
     """Replace every setting of a schedule (as UpdateSchedule: omitted fields take their
     defaults, not their old values). The next occurrence is computed afresh from now."""
     return await ctx.bridge.run(_update, ctx.t.schedules, body.to_spec(name, group))
+
+
+@router.post("/schedules/{group}/{name}:apply", response_model=ScheduleOut,
+             responses=_errors(400, 404))
+async def apply_schedule(group: str, name: str, body: ScheduleFieldsIn,
+                         ctx: Ctx) -> dict[str, Any]:
+    """Create the schedule, or replace it (as the PUT) when it differs: what a setup
+    script run again wants. One already stored exactly so is left as it is, its next
+    occurrence not recomputed, so nodes declaring it at every start agree."""
+    return await ctx.bridge.run(_apply, ctx.t.schedules, body.to_spec(name, group))
 
 
 @router.delete("/schedules/{group}/{name}", status_code=status.HTTP_204_NO_CONTENT,
