@@ -1,4 +1,4 @@
-"""A held job's life cycle inside a consumer (engine/consumer/work.py): the transitions
+"""A held job's life cycle inside a consumer (`Work` in the consumer package): the transitions
 table is whole, every move goes through it, and what the consumer counts (room, running
 handlers, the keys it holds) follows the moves."""
 
