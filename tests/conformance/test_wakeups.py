@@ -20,7 +20,8 @@ from tidings.notify.base import SCHEDULES_CHANNEL, SCHEDULES_POLL_S, WAKE_HORIZO
 def test_a_wake_up_follows_a_commit_and_never_a_rollback(t: Tidings) -> None:
     url = t.settings.db
     if not url.startswith("postgres"):
-        pytest.skip("one node per SQLite file: its wake-ups stay in its process")
+        pytest.skip("NOTIFY inside the transaction is PostgreSQL's; SQLite's wake-ups go "
+                    "after the commit (tests/unit/notify/test_sqlite_notifier.py)")
     driver = t.store.driver
     tag = uuid.uuid4().hex  # other tests' nodes notify on the same server
     with psycopg.connect(url, autocommit=True) as listener:

@@ -55,6 +55,23 @@ class LocalNotifier:
         """Nothing to release; here so every notifier can be closed alike."""
 
 
+class ListeningNotifier(LocalNotifier):
+    """A local notifier that also hears other processes: it starts listening with the
+    first wait (`_ensure_listening`), so a process that never waits (a CLI command, a web
+    process that only sends) opens nothing for it."""
+
+    def _ensure_listening(self) -> None:
+        raise NotImplementedError
+
+    async def wait(self, channel: str, seen: int, timeout: float) -> bool:
+        self._ensure_listening()
+        return await super().wait(channel, seen, timeout)
+
+    def wait_sync(self, channel: str, seen: int, timeout: float) -> bool:
+        self._ensure_listening()
+        return super().wait_sync(channel, seen, timeout)
+
+
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)

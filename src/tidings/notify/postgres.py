@@ -15,12 +15,12 @@ import time
 
 import psycopg
 
-from tidings.notify.local import LocalNotifier
+from tidings.notify.local import ListeningNotifier
 
 log = logging.getLogger("tidings.notify")
 
 
-class PostgresNotifier(LocalNotifier):
+class PostgresNotifier(ListeningNotifier):
     def __init__(self, url: str) -> None:
         super().__init__()
         self._url = url
@@ -37,14 +37,6 @@ class PostgresNotifier(LocalNotifier):
                 self._thread = threading.Thread(target=self._listen, name="tidings-listen",
                                                 daemon=True)
                 self._thread.start()
-
-    async def wait(self, channel: str, seen: int, timeout: float) -> bool:
-        self._ensure_listening()
-        return await super().wait(channel, seen, timeout)
-
-    def wait_sync(self, channel: str, seen: int, timeout: float) -> bool:
-        self._ensure_listening()
-        return super().wait_sync(channel, seen, timeout)
 
     def _listen(self) -> None:
         backoff = 0.1

@@ -30,7 +30,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from tidings.notify.local import LocalNotifier
+from tidings.notify.local import ListeningNotifier
 
 log = logging.getLogger("tidings.notify")
 
@@ -49,7 +49,7 @@ def notify_dir(db_path: str) -> Path:
     return Path(tempfile.gettempdir()) / f"tidings-notify-{digest}"
 
 
-class SqliteNotifier(LocalNotifier):
+class SqliteNotifier(ListeningNotifier):
     def __init__(self, db_path: str) -> None:
         super().__init__()
         self.directory = notify_dir(db_path)
@@ -89,14 +89,6 @@ class SqliteNotifier(LocalNotifier):
             self._thread = threading.Thread(target=self._listen, name="tidings-wakeups",
                                             daemon=True)
             self._thread.start()
-
-    async def wait(self, channel: str, seen: int, timeout: float) -> bool:
-        self._ensure_listening()
-        return await super().wait(channel, seen, timeout)
-
-    def wait_sync(self, channel: str, seen: int, timeout: float) -> bool:
-        self._ensure_listening()
-        return super().wait_sync(channel, seen, timeout)
 
     def _listen(self) -> None:
         sock = self._recv
