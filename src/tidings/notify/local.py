@@ -60,15 +60,15 @@ class ListeningNotifier(LocalNotifier):
     first wait (`_ensure_listening`), so a process that never waits (a CLI command, a web
     process that only sends) opens nothing for it."""
 
-    def _ensure_listening(self) -> None:
+    def _ensure_listening(self, channel: str) -> None:
         raise NotImplementedError
 
     async def wait(self, channel: str, seen: int, timeout: float) -> bool:
-        self._ensure_listening()
+        self._ensure_listening(channel)
         return await super().wait(channel, seen, timeout)
 
     def wait_sync(self, channel: str, seen: int, timeout: float) -> bool:
-        self._ensure_listening()
+        self._ensure_listening(channel)
         return super().wait_sync(channel, seen, timeout)
 
 

@@ -29,7 +29,7 @@ class PostgresNotifier(ListeningNotifier):
         self._stopping = threading.Event()
         self._conn: psycopg.Connection[object] | None = None
 
-    def _ensure_listening(self) -> None:
+    def _ensure_listening(self, channel: str) -> None:
         if self._thread is not None:
             return
         with self._start_lock:

@@ -7,11 +7,16 @@ by the node only at its next poll, up to a second later. Here every process that
 directory beside the database file (`<file>-notify/`, or one under the temporary
 directory named after the file when that path is too long for a socket); every process
 that writes sends the channel it notified (`queue:12`, `schedules`) to each socket there
-after its commit. The listener thread turns a datagram into a local notification.
+after its commit, to the processes that wait on that channel. The listener thread turns a
+datagram into a local notification. A process says which channels it waits on with one
+hard link to its socket per channel (`<socket>=<channel>`, made at its first wait on it):
+a send reaches only the processes waiting on its channel (the node's dispatcher process
+is not woken by every message sent through the node, only by schedules due soon).
 
 What it costs: a process that never waits binds nothing and starts no thread; a
-notification is one `sendto` per other listening process (~2 µs), the directory listing
-is read again only when its mtime moves. Idle, nothing runs: the listener blocks in
+notification is one `sendto` (~2 µs) per other process waiting on its channel, none where
+no other process waits on it, and a `stat` of the folder at most every 5 ms (its listing
+is read again only when it changed). Idle, nothing runs: the listener blocks in
 `recv`. A datagram lost (a full socket buffer, a listener starting late) costs latency
 only, as any lost wake-up: every waiter still looks again after its timeout. A socket
 left by a process killed -9 is removed by the first sender that finds nobody reading it.
@@ -28,6 +33,7 @@ import secrets
 import socket
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from tidings.notify.local import ListeningNotifier
@@ -37,6 +43,9 @@ log = logging.getLogger("tidings.notify")
 #: AF_UNIX paths are limited to 108 bytes on Linux (104 on macOS), the terminator included.
 MAX_SOCKET_PATH = 100
 MAX_DATAGRAM = 256  # a channel name: `queue:<id>` or `schedules`
+#: How often a sender looks at the folder for processes that started or stopped
+#: waiting: a subscription younger than this can miss a wake-up (latency only).
+STAT_EVERY_S = 0.005
 
 
 def notify_dir(db_path: str) -> Path:
@@ -55,10 +64,12 @@ class SqliteNotifier(ListeningNotifier):
         self.directory = notify_dir(db_path)
         self._send = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._send.setblocking(False)
-        self._peers: list[str] = []
+        self._peers: dict[str, list[str]] = {}  # channel -> other processes' links
         self._peers_mtime: int | None = None
+        self._peers_read_at = -1.0  # monotonic: when the folder was last looked at
         self._peers_lock = threading.Lock()
         self._own: str | None = None
+        self._interest: set[str] = set()  # channels this process has a link for
         self._recv: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
@@ -67,9 +78,23 @@ class SqliteNotifier(ListeningNotifier):
 
     # waiting ----------------------------------------------------------------------------
 
-    def _ensure_listening(self) -> None:
-        if self._tried:
-            return
+    def _ensure_listening(self, channel: str) -> None:
+        if not self._tried:
+            self._start()
+        if channel not in self._interest and self._own is not None:
+            with self._start_lock:
+                if channel in self._interest or self._closed:
+                    return
+                try:
+                    os.link(self._own, f"{self._own}={channel}")
+                except FileExistsError:
+                    pass
+                except OSError as exc:
+                    log.debug("cannot subscribe to %s wake-ups: %s", channel, exc)
+                    return
+                self._interest.add(channel)
+
+    def _start(self) -> None:
         with self._start_lock:
             if self._tried or self._closed:
                 return
@@ -108,8 +133,11 @@ class SqliteNotifier(ListeningNotifier):
 
     def notify(self, channel: str) -> None:
         super().notify(channel)
+        peers = self._current_peers().get(channel)
+        if not peers:
+            return
         data = channel.encode()
-        for peer in self._current_peers():
+        for peer in peers:
             try:
                 self._send.sendto(data, peer)
             except BlockingIOError:
@@ -120,32 +148,51 @@ class SqliteNotifier(ListeningNotifier):
                 if exc.errno not in (errno.ENOBUFS, errno.EAGAIN):
                     log.debug("wake-up to %s not sent: %s", peer, exc)
 
-    def _current_peers(self) -> list[str]:
+    def _current_peers(self) -> dict[str, list[str]]:
+        now = time.monotonic()
+        if now - self._peers_read_at < STAT_EVERY_S:
+            return self._peers
+        self._peers_read_at = now
         try:
             mtime = os.stat(self.directory).st_mtime_ns
         except OSError:
-            return []  # no process listens on this file
+            self._peers = {}
+            return self._peers  # no process listens on this file
         if mtime != self._peers_mtime:
             with self._peers_lock:
                 try:
                     names = sorted(os.listdir(self.directory))
                 except OSError:
                     names = []
-                self._peers = [str(self.directory / n) for n in names
-                               if n.endswith(".sock") and str(self.directory / n) != self._own]
-                self._peers_mtime = mtime
+                peers: dict[str, list[str]] = {}
+                own = os.path.basename(self._own) if self._own else None
+                for name in names:
+                    sock, sep, channel = name.partition("=")
+                    if sep and sock != own:
+                        peers.setdefault(channel, []).append(str(self.directory / name))
+                self._peers, self._peers_mtime = peers, mtime
         return self._peers
 
     def _forget(self, peer: str) -> None:
+        """A socket nobody reads (its process was killed): its name and its links go,
+        which moves the folder's mtime, so every sender lists it again."""
+        sock = os.path.basename(peer).partition("=")[0]
         with contextlib.suppress(OSError):
-            os.unlink(peer)  # moves the folder's mtime: the next notify lists it again
+            for name in os.listdir(self.directory):
+                if name == sock or name.startswith(sock + "="):
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.directory / name)
         with self._peers_lock:
-            self._peers = [p for p in self._peers if p != peer]
+            self._peers = {c: [p for p in ps if os.path.basename(p).partition("=")[0] != sock]
+                           for c, ps in self._peers.items()}
 
     def close(self) -> None:
         with self._start_lock:
             self._closed = True
         if self._own is not None:
+            for channel in self._interest:
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{self._own}={channel}")
             with contextlib.suppress(OSError):
                 self._send.sendto(b"", self._own)  # the listener's last datagram
             if self._thread is not None:

@@ -24,7 +24,7 @@ import sys, time
 from tidings.notify.sqlite import SqliteNotifier
 n = SqliteNotifier(sys.argv[1])
 seen = n.version("queue:7")
-n._ensure_listening()
+n._ensure_listening("queue:7")
 print("listening", flush=True)
 woken = n.wait_sync("queue:7", seen, 10)
 print("woken" if woken else "timed out", flush=True)
@@ -63,12 +63,31 @@ def test_waiters_in_one_process_are_woken_by_another_notifier_there(tmp_path: Pa
     a, b = SqliteNotifier(db), SqliteNotifier(db)
     try:
         seen = a.version("schedules")
-        a._ensure_listening()
+        a._ensure_listening("schedules")
         b.notify("schedules")
         assert a.wait_sync("schedules", seen, 10)
     finally:
         a.close()
         b.close()
+
+
+def test_a_send_goes_only_to_the_processes_waiting_on_its_channel(tmp_path: Path) -> None:
+    """The node's dispatcher process waits on schedules only: the node's own sends to a
+    queue must not cost it a datagram each."""
+    db = str(tmp_path / "t.db")
+    dispatcher, consumer, sender = (SqliteNotifier(db) for _ in range(3))
+    try:
+        dispatcher._ensure_listening("schedules")
+        consumer._ensure_listening("queue:7")
+        assert {c: len(p) for c, p in sender._current_peers().items()} == {
+            "schedules": 1, "queue:7": 1}
+        seen = consumer.version("queue:7")
+        sender.notify("queue:7")
+        assert consumer.wait_sync("queue:7", seen, 10)
+    finally:
+        for n in (dispatcher, consumer, sender):
+            n.close()
+    assert list(notify_dir(db).iterdir()) == []  # sockets and their links are gone
 
 
 def test_a_process_that_never_waits_leaves_nothing(tmp_path: Path) -> None:
@@ -87,7 +106,7 @@ def test_a_killed_listeners_socket_is_cleared_by_the_next_sender(tmp_path: Path)
     assert proc.stdout is not None
     proc.stdout.close()
     sockets = list(notify_dir(str(db)).iterdir())
-    assert len(sockets) == 1  # left behind by the kill
+    assert len(sockets) == 2  # its socket and its link for queue:7, left by the kill
     sender = SqliteNotifier(str(db))
     sender.notify("queue:7")  # refused: nobody reads it, so it goes
     sender.close()
@@ -104,7 +123,7 @@ def test_a_long_path_uses_a_folder_named_after_it(tmp_path: Path) -> None:
     a, b = SqliteNotifier(db), SqliteNotifier(db)
     try:
         seen = a.version("queue:1")
-        a._ensure_listening()
+        a._ensure_listening("queue:1")
         b.notify("queue:1")
         assert a.wait_sync("queue:1", seen, 10)
     finally:
