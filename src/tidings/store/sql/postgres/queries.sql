@@ -36,7 +36,10 @@ ROLLBACK TO SAVEPOINT bulk;
 SELECT pg_advisory_xact_lock(%s);
 
 -- name: try_lock
-SELECT pg_try_advisory_xact_lock(%s);
+-- Scoped to the schema, which is one tidings database: nodes of another tidings sharing
+-- the PostgreSQL database (another schema) neither wait for it nor skip their own
+-- maintenance because of it. (The key is a 32-bit one: MAINTENANCE_LOCK.)
+SELECT pg_try_advisory_xact_lock(%s, hashtext(current_schema()));
 
 -- name: notify
 -- Delivered at commit to every node's PostgresNotifier (LISTEN tidings).
