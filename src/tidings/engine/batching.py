@@ -47,14 +47,15 @@ class Batcher(Generic[K, Req, Res]):
     result or the exception that request alone failed with; an exception it raises fails
     the whole group alike. Requests of different keys go to separate calls.
 
-    `short`: each group is a short store call (`Bridge.run_short`: on the loop's thread
-    when the store allows it). `linger(pending)`: seconds to wait, with `pending` requests
+    `max_batch`: the most requests in one group (None: all that gathered). `short`: each
+    group is a short store call (`Bridge.run_short`: on the loop's thread when the store
+    allows it). `linger(pending)`: seconds to wait, with `pending` requests
     gathered, before writing the next group (None or 0: write at once); what a caller
     whose requests arrive in a stream uses to buy bigger groups."""
 
     def __init__(self, bridge: Bridge,
                  write: Callable[[K, Sequence[Req]], Sequence[Res | BaseException]],
-                 max_batch: int = 1000, *, short: bool = False,
+                 max_batch: int | None = 1000, *, short: bool = False,
                  linger: Callable[[int], float] | None = None,
                  on_written: Written[K, Req, Res] | None = None) -> None:
         self.bridge = bridge
@@ -115,11 +116,12 @@ class Batcher(Generic[K, Req, Res]):
             key = next(iter(self._pending))
             group = self._pending[key]
             limit = self.max_batch
-            requests, futures = group.requests[:limit], group.futures[:limit]
-            if len(group.requests) > limit:
-                del group.requests[:limit], group.futures[:limit]
-            else:
+            if limit is None or len(group.requests) <= limit:
+                requests, futures = group.requests, group.futures
                 del self._pending[key]
+            else:
+                requests, futures = group.requests[:limit], group.futures[:limit]
+                del group.requests[:limit], group.futures[:limit]
             self._count -= len(requests)
             try:
                 results = await self._run(self.write, key, requests)

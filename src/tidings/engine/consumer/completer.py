@@ -14,7 +14,7 @@ from tidings.engine.app import Handlers, PoisonMessage
 from tidings.engine.batching import Batcher
 from tidings.engine.bridge import Bridge
 from tidings.engine.consumer.work import HOLDS_KEY, JobState, Ledger, ServedQueue, Work
-from tidings.engine.jobs import MAX_BATCH, Failure, Jobs
+from tidings.engine.jobs import Failure, Jobs
 from tidings.errors import TidingsError
 from tidings.notify.base import Notifier, queue_channel
 
@@ -39,10 +39,12 @@ class Completer:
         self.app = app
         self.notifier = notifier
         self.lingering = lingering
+        # Every outcome gathered goes in one group (at most what the consumer holds): on
+        # PostgreSQL each group is a commit, and its WAL flush, of its own.
         self._acks: Batcher[ServedQueue, Work, None] = Batcher(
-            bridge, self._write_acks, MAX_BATCH, linger=self._linger, on_written=self._acked)
+            bridge, self._write_acks, None, linger=self._linger, on_written=self._acked)
         self._retries: Batcher[ServedQueue, Retry, None] = Batcher(
-            bridge, self._write_retries, MAX_BATCH, on_written=self._retried)
+            bridge, self._write_retries, None, on_written=self._retried)
 
     # what runners report (Outcomes) ----------------------------------------------------
 
