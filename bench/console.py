@@ -30,9 +30,9 @@ from typing import Any
 from _common import percentile, report  # noqa: E402  (first: it moves bench/ off the path)
 
 from tidings.client import Tidings  # noqa: E402
-from tidings.engine.nodes import take_counts  # noqa: E402
-from tidings.engine.schedule_search import _token  # noqa: E402
 from tidings.model.schedules import Target, TargetKind, target_text  # noqa: E402
+from tidings.ops.nodes import take_counts  # noqa: E402
+from tidings.schedules.search import _token  # noqa: E402
 from tidings.server.app import create_app  # noqa: E402
 from tidings.settings import Settings  # noqa: E402
 

@@ -25,8 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path = [p for p in sys.path if os.path.abspath(p or ".") != HERE] + [HERE]
 from _common import peak_rss_mb, report  # noqa: E402
 
+from tidings.campaigns.fanout import FanoutOptions, run_fanout  # noqa: E402
 from tidings.client import Tidings  # noqa: E402
-from tidings.engine.fanout import FanoutOptions, run_fanout  # noqa: E402
 from tidings.model.campaigns import Step  # noqa: E402
 from tidings.settings import Settings  # noqa: E402
 

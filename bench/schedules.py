@@ -28,15 +28,15 @@ from _common import peak_rss_mb, percentile, report  # noqa: E402
 
 from tidings.client import Tidings  # noqa: E402
 from tidings.clock import SystemClock  # noqa: E402
-from tidings.engine.bridge import Bridge  # noqa: E402
-from tidings.engine.dispatcher import Dispatcher  # noqa: E402
-from tidings.engine.internal_queues import ensure_internal_queues  # noqa: E402
 from tidings.model.schedules import (  # noqa: E402
     ActionAfterCompletion,
     ScheduleSpec,
     Target,
     TargetKind,
 )
+from tidings.queues.internal import ensure_internal_queues  # noqa: E402
+from tidings.runtime.bridge import Bridge  # noqa: E402
+from tidings.schedules.dispatcher import Dispatcher  # noqa: E402
 from tidings.settings import Settings  # noqa: E402
 
 

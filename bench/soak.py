@@ -47,9 +47,7 @@ from _common import report  # noqa: E402
 
 from tidings.client import Tidings  # noqa: E402
 from tidings.dispatch_process import runs_apart  # noqa: E402
-from tidings.engine import metrics  # noqa: E402
-from tidings.engine.app import Handlers, Job  # noqa: E402
-from tidings.engine.nodes import LATENESS_BOUNDS_S  # noqa: E402
+from tidings.jobs.handlers import Handlers, Job  # noqa: E402
 from tidings.model.messages import OutgoingMessage  # noqa: E402
 from tidings.model.schedules import (  # noqa: E402
     ActionAfterCompletion,
@@ -58,6 +56,8 @@ from tidings.model.schedules import (  # noqa: E402
     TargetKind,
 )
 from tidings.node import Node, freeze_startup_objects  # noqa: E402
+from tidings.ops.nodes import LATENESS_BOUNDS_S  # noqa: E402
+from tidings.runtime import metrics  # noqa: E402
 from tidings.settings import Settings  # noqa: E402
 from tidings.store import sqlite_path  # noqa: E402
 

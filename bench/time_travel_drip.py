@@ -17,7 +17,7 @@ from datetime import UTC, date, datetime
 import _common  # noqa: F401 - first: keeps bench/email.py from shadowing the stdlib
 from _common import peak_rss_mb, report
 
-from tidings.engine.fanout import FanoutOptions
+from tidings.campaigns.fanout import FanoutOptions
 from tidings.model.campaigns import Step
 from tidings.testing import time_travel
 

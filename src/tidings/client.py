@@ -6,20 +6,20 @@ import secrets
 from contextlib import AbstractContextManager
 from typing import Any
 
+from tidings.campaigns.service import CampaignService
+from tidings.campaigns.views import CampaignViews
 from tidings.clock import Clock, SteppedClock, SystemClock
 from tidings.email.service import EmailService
-from tidings.engine.audit import AuditService
-from tidings.engine.campaign_views import CampaignViews
-from tidings.engine.campaigns import CampaignService
-from tidings.engine.firing_log import FiringLog
-from tidings.engine.overview import OverviewService
-from tidings.engine.queues import QueueService
-from tidings.engine.receiving import CROSS_PROCESS_POLL_S
-from tidings.engine.schedule_search import ScheduleSearch
-from tidings.engine.schedules import ScheduleService
 from tidings.model.receipts import ReceiptSigner
 from tidings.notify.base import Notifier
 from tidings.notify.local import LocalNotifier
+from tidings.ops.audit import AuditService
+from tidings.ops.overview import OverviewService
+from tidings.queues.receiving import CROSS_PROCESS_POLL_S
+from tidings.queues.service import QueueService
+from tidings.schedules.firing_log import FiringLog
+from tidings.schedules.search import ScheduleSearch
+from tidings.schedules.service import ScheduleService
 from tidings.settings import Settings
 from tidings.store import Create, open_store, sqlite_path
 from tidings.store.base import Store

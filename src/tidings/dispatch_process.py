@@ -39,11 +39,11 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from tidings.engine import metrics
-from tidings.engine.backoff import Backoff
-from tidings.engine.health import Health
 from tidings.errors import SchemaTooNew, TidingsError, ValidationError
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
+from tidings.runtime import metrics
+from tidings.runtime.backoff import Backoff
+from tidings.runtime.health import Health
 from tidings.settings import Settings, variable
 from tidings.store import Create
 
@@ -249,8 +249,8 @@ async def _report_metrics(wire: _Wire, stop: asyncio.Event) -> None:
 
 async def _serve(first: dict[str, Any], out: IO[bytes]) -> None:
     from tidings.client import Tidings
-    from tidings.engine.bridge import Bridge
-    from tidings.engine.dispatcher import IDLE_POLL_S, Dispatcher
+    from tidings.runtime.bridge import Bridge
+    from tidings.schedules.dispatcher import IDLE_POLL_S, Dispatcher
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

@@ -1,6 +1,6 @@
 """The composition root: what one `tidings serve` (or `tidings worker`) process builds.
 
-It stands above both `engine/` and `server/` and is the only module that knows both: it
+It stands above both the services and `server/` and is the only module that knows both: it
 opens the database, makes the bridge, the group commit and the engine loops once, and hands
 them to the HTTP app, so no lower layer needs to import upward or keep process-wide state.
 
@@ -21,25 +21,25 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from tidings.app import App
 from tidings.client import Tidings
 from tidings.dispatch_process import DispatcherProcess, runs_apart
-from tidings.engine.app import Handlers
-from tidings.engine.bridge import Bridge
-from tidings.engine.coalesce import Coalescer
-from tidings.engine.consumers import Consumer
-from tidings.engine.deliveries import Targets, delivery_app
-from tidings.engine.dispatcher import IDLE_POLL_S, Dispatcher
-from tidings.engine.health import Health
-from tidings.engine.internal_queues import EMAIL_QUEUE, ensure_internal_queues
-from tidings.engine.nodes import Heartbeat
-from tidings.engine.schema_guard import SchemaGuard
-from tidings.engine.sweeper import Sweeper
 from tidings.errors import SchemaTooNew, ValidationError
+from tidings.jobs.consumers import Consumer
+from tidings.jobs.deliveries import Targets, delivery_app
+from tidings.jobs.handlers import Handlers
+from tidings.ops.nodes import Heartbeat
+from tidings.ops.schema_guard import SchemaGuard
+from tidings.ops.sweeper import Sweeper
+from tidings.queues.coalesce import Coalescer
+from tidings.queues.internal import EMAIL_QUEUE, ensure_internal_queues
+from tidings.runtime.bridge import Bridge
+from tidings.runtime.health import Health
+from tidings.schedules.dispatcher import IDLE_POLL_S, Dispatcher
 from tidings.server.exposure import check_exposure, describe, uvicorn_security
 from tidings.settings import Settings
 from tidings.store import DEFAULT_URL, Create
 from tidings.targets.email import EmailDelivery
+from tidings.tasks.app import App
 from tidings.version import VERSION
 
 if TYPE_CHECKING:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from tidings.client import Tidings
 from tidings.clock import Clock
-from tidings.engine.firing_log import Outcome
 from tidings.model.queues import RedrivePolicy
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
 from tidings.model.states import ScheduleState
+from tidings.schedules.firing_log import Outcome
 
 #: Shown as text wherever they appear, never run: the tests check no script ran.
 XSS_BODY = "<script>window.pwned = 1</script>"
@@ -79,8 +79,8 @@ def campaigns(t: Tidings) -> None:
     from datetime import date, timedelta
     from zoneinfo import ZoneInfo
 
+    from tidings.campaigns.fanout import FanoutOptions
     from tidings.clock import from_ms
-    from tidings.engine.fanout import FanoutOptions
     from tidings.model.campaigns import Step
 
     t.email.create_template("welcome", "Welcome {{name}}", html=HOSTILE_HTML,

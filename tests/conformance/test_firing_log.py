@@ -11,11 +11,6 @@ import pytest
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
-from tidings.engine.bridge import Bridge
-from tidings.engine.dispatcher import Dispatcher
-from tidings.engine.firing_log import KEEP_MS, TRIM_STEP, FiringLog, Outcome, outcome_row
-from tidings.engine.internal_queues import ensure_internal_queues
-from tidings.engine.sweeper import Sweeper
 from tidings.model.schedules import (
     ActionAfterCompletion,
     RetryPolicy,
@@ -23,6 +18,11 @@ from tidings.model.schedules import (
     Target,
     TargetKind,
 )
+from tidings.ops.sweeper import Sweeper
+from tidings.queues.internal import ensure_internal_queues
+from tidings.runtime.bridge import Bridge
+from tidings.schedules.dispatcher import Dispatcher
+from tidings.schedules.firing_log import KEEP_MS, TRIM_STEP, FiringLog, Outcome, outcome_row
 from tidings.settings import Settings
 
 

@@ -18,15 +18,15 @@ from hypothesis import strategies as st
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
-from tidings.engine.bridge import Bridge
-from tidings.engine.dispatcher import Dispatcher
-from tidings.engine.internal_queues import DELIVERY_QUEUE, ensure_internal_queues
+from tidings.model.firings import execution_id
 from tidings.model.schedules import ActionAfterCompletion, ScheduleSpec, Target, TargetKind
+from tidings.queues.internal import DELIVERY_QUEUE, ensure_internal_queues
+from tidings.runtime.bridge import Bridge
+from tidings.schedules.dispatcher import Dispatcher
 from tidings.settings import Settings
 from tidings.store import open_store, sqlite_path
 from tidings.store.migrate import split_statements
 from tidings.store.sqlfiles import migrations
-from tidings.targets.base import execution_id
 
 PAST = "at(2020-01-01T00:00:00)"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
-from tidings.engine.jobs import Failure, Jobs
+from tidings.jobs.batches import Failure, Jobs
 from tidings.model.queues import RedrivePolicy
 from tidings.store.base import Reservation
 

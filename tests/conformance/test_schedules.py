@@ -13,9 +13,6 @@ import pytest
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
-from tidings.engine.bridge import Bridge
-from tidings.engine.dispatcher import Dispatcher
-from tidings.engine.internal_queues import DELIVERY_QUEUE, ensure_internal_queues
 from tidings.errors import ConflictError, GroupNotFound, ScheduleNotFound, ValidationError
 from tidings.model.schedules import (
     ActionAfterCompletion,
@@ -25,6 +22,9 @@ from tidings.model.schedules import (
     Target,
     TargetKind,
 )
+from tidings.queues.internal import DELIVERY_QUEUE, ensure_internal_queues
+from tidings.runtime.bridge import Bridge
+from tidings.schedules.dispatcher import Dispatcher
 from tidings.store.base import Firing
 
 

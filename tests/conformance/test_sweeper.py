@@ -9,10 +9,10 @@ import pytest
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
-from tidings.engine import sweeper as sweeper_module
-from tidings.engine.bridge import Bridge
-from tidings.engine.sweeper import Sweeper
 from tidings.model.messages import OutgoingMessage
+from tidings.ops import sweeper as sweeper_module
+from tidings.ops.sweeper import Sweeper
+from tidings.runtime.bridge import Bridge
 
 
 def fill(t: Tidings, n: int) -> None:

@@ -24,7 +24,7 @@ from test_aws_sqs_query import query_model
 
 from conftest import BACKENDS, module_backend
 from tidings.client import Tidings
-from tidings.engine.coalesce import Coalescer
+from tidings.queues.coalesce import Coalescer
 from tidings.server.app import create_app
 from tidings.settings import Settings
 

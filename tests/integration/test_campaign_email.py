@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from email_relay import Relay, running_relay
 
+from tidings.campaigns.fanout import FanoutOptions
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
-from tidings.engine.fanout import FanoutOptions
-from tidings.engine.internal_queues import DELIVERY_QUEUE, EMAIL_QUEUE
 from tidings.model.campaigns import Step
 from tidings.node import Node
+from tidings.queues.internal import DELIVERY_QUEUE, EMAIL_QUEUE
 from tidings.settings import Settings
 
 pytestmark = pytest.mark.slow

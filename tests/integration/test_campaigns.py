@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from tidings.campaigns.fanout import FanoutOptions, FanoutProgress
+from tidings.campaigns.fanout_source import Columns
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
-from tidings.engine.fanout import FanoutOptions, FanoutProgress
-from tidings.engine.fanout_source import Columns
-from tidings.engine.schedules import flex_offset_ms
 from tidings.errors import TemplateNotFound, ValidationError
 from tidings.model.campaigns import CampaignStatus, Step, recipient_key
 from tidings.model.schedules import ActionAfterCompletion
+from tidings.schedules.service import flex_offset_ms
 from tidings.store.base import Firing
 
 ZONES = ["America/New_York", "Europe/London", "Asia/Kolkata", "Australia/Sydney",

@@ -35,8 +35,8 @@ from faults import (
 )
 
 from tidings.client import Tidings
-from tidings.engine.internal_queues import DELIVERY_QUEUE, EMAIL_QUEUE, RETENTION_S
 from tidings.model.schedules import ActionAfterCompletion, ScheduleSpec, Target, TargetKind
+from tidings.queues.internal import DELIVERY_QUEUE, EMAIL_QUEUE, RETENTION_S
 from tidings.settings import Settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

@@ -16,8 +16,8 @@ import pytest
 from serving import run_with
 
 from tidings.client import Tidings
-from tidings.engine.app import Handlers, Job
-from tidings.engine.consumer import poller
+from tidings.jobs.consumer import poller
+from tidings.jobs.handlers import Handlers, Job
 from tidings.node import Node
 from tidings.settings import Settings
 

@@ -19,10 +19,10 @@ from serving import run_with, running_server
 
 from tidings import App, Job
 from tidings.client import Tidings
-from tidings.engine import metrics
-from tidings.engine.consumer import poller
+from tidings.jobs.consumer import poller
 from tidings.model.schedules import ActionAfterCompletion, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
+from tidings.runtime import metrics
 from tidings.settings import Settings
 
 

@@ -14,12 +14,12 @@ from faults import WebhookReceiver
 from serving import run_until
 
 from tidings.client import Tidings
-from tidings.engine import metrics
-from tidings.engine.bridge import Bridge
-from tidings.engine.dispatcher import Dispatcher
-from tidings.engine.internal_queues import DELIVERY_QUEUE, ensure_internal_queues
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
 from tidings.node import Node
+from tidings.queues.internal import DELIVERY_QUEUE, ensure_internal_queues
+from tidings.runtime import metrics
+from tidings.runtime.bridge import Bridge
+from tidings.schedules.dispatcher import Dispatcher
 from tidings.settings import Settings
 
 

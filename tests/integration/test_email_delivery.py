@@ -12,11 +12,11 @@ from email_relay import Relay, running_relay
 from serving import run_until
 
 from tidings.client import Tidings
-from tidings.engine.internal_queues import EMAIL_QUEUE
 from tidings.errors import ValidationError
 from tidings.model.email import DeliveryState, EmailMessage, SuppressionReason
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
+from tidings.queues.internal import EMAIL_QUEUE
 from tidings.settings import Settings
 
 

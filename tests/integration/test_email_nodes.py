@@ -17,8 +17,8 @@ import httpx
 from email_relay import Relay, running_relay
 
 from tidings.client import Tidings
-from tidings.engine.internal_queues import EMAIL_QUEUE
 from tidings.model.email import DeliveryState
+from tidings.queues.internal import EMAIL_QUEUE
 from tidings.settings import Settings
 
 APP = "from tidings import App\napp = App(queue='unused')\n"

@@ -23,10 +23,10 @@ from cli_runner import Cli
 from serving import running_server
 
 from tidings.client import Tidings
-from tidings.engine.internal_queues import ensure_internal_queues
 from tidings.errors import InternalQueueAccess, ValidationError
 from tidings.model.queues import DELIVERY_QUEUE, EMAIL_QUEUE
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
+from tidings.queues.internal import ensure_internal_queues
 from tidings.server.app import create_app
 from tidings.settings import Settings
 

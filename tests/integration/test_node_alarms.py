@@ -12,9 +12,9 @@ from faults import Serve
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
-from tidings.engine.nodes import SILENT_AFTER_MS
-from tidings.engine.overview import NodeView
 from tidings.model.nodes import NodeRecord
+from tidings.ops.nodes import SILENT_AFTER_MS
+from tidings.ops.overview import NodeView
 from tidings.settings import Settings
 from tidings.store import Create
 from tidings.version import VERSION

@@ -23,10 +23,10 @@ from starlette.routing import Route as HttpRoute
 from tidings import App
 from tidings.client import Tidings, default_notifier
 from tidings.clock import from_ms
-from tidings.engine.dispatcher import IDLE_POLL_S
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
 from tidings.notify.base import SCHEDULES_CHANNEL, WAKE_HORIZON_MS
+from tidings.schedules.dispatcher import IDLE_POLL_S
 from tidings.settings import Settings
 from tidings.targets.base import Route, Suppress
 from tidings.targets.function import FunctionEvent

@@ -17,7 +17,7 @@ import pytest
 from serving import running_server, serve
 
 from tidings.client import Tidings
-from tidings.engine.health import Health
+from tidings.runtime.health import Health
 from tidings.server.access import Access, Scope, hash_token, parse_tokens
 from tidings.server.app import create_app
 from tidings.server.native.auth import ADMIN_READS, OPEN, OPERATE, needed_scope

@@ -18,8 +18,8 @@ import pytest
 import tidings
 from tidings.client import Tidings
 from tidings.clock import FrozenClock, from_ms
-from tidings.engine.app import Job
 from tidings.errors import ValidationError
+from tidings.jobs.handlers import Job
 from tidings.node import Node
 from tidings.settings import Settings
 from tidings.tasks.sending import JOBS_GROUP

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 import tidings
-from tidings.engine.fanout import FanoutOptions
+from tidings.campaigns.fanout import FanoutOptions
 from tidings.model.campaigns import Step
 from tidings.testing import time_travel
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import inspect
 
+from tidings.campaigns.service import CampaignService
 from tidings.email.service import EmailService
-from tidings.engine.campaigns import CampaignService
-from tidings.engine.queues import QueueService
-from tidings.engine.schedules import ScheduleService
+from tidings.queues.service import QueueService
+from tidings.schedules.service import ScheduleService
 
 INTERNAL = {"sweep", "advance_move_tasks", "complete_job", "complete_jobs",
             "lease", "receive_step", "ensure_internal", "enqueue_internal"}

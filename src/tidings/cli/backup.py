@@ -27,7 +27,7 @@ from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption
 from tidings.cli.output import errors_handled, report, stderr
 from tidings.cli.where import database_settings
 from tidings.clock import Clock, SteppedClock, SystemClock, iso
-from tidings.engine import backups
+from tidings.ops import backups
 from tidings.settings import Settings
 from tidings.store.backup import Progress as ProgressCallback
 

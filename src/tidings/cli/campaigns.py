@@ -23,6 +23,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from tidings.campaigns.fanout import FanoutOptions, FanoutProgress
+from tidings.campaigns.fanout_source import Columns
+from tidings.campaigns.fanout_timing import parse_date, parse_step
+from tidings.campaigns.service import CampaignService, CampaignView, Forecast
 from tidings.cli.options import DEFAULT_DB, DbOption, JsonOption, UrlOption
 from tidings.cli.output import (
     EXIT_FAILURE,
@@ -36,10 +40,6 @@ from tidings.cli.output import (
 )
 from tidings.cli.where import on_node_or_db
 from tidings.client import Tidings
-from tidings.engine.campaigns import CampaignService, CampaignView, Forecast
-from tidings.engine.fanout import FanoutOptions, FanoutProgress
-from tidings.engine.fanout_source import Columns
-from tidings.engine.fanout_timing import parse_date, parse_step
 from tidings.errors import NotFoundError, ValidationError
 from tidings.remote import RemoteTidings
 from tidings.server.native.campaign_views import campaign_json, recipient_json

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from tidings.engine.campaigns import Forecast
+from tidings.campaigns.service import Forecast
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 

@@ -30,8 +30,6 @@ from tidings.email.templates import (
     parse_template_data,
 )
 from tidings.email.unsubscribe import UnsubscribeRequest, UnsubscribeTokens
-from tidings.engine.internal_queues import EMAIL_QUEUE, backlog, ensure_internal_queues
-from tidings.engine.queues import QueueService
 from tidings.errors import NotFoundError, TidingsError, ValidationError
 from tidings.model.email import (
     Delivery,
@@ -43,13 +41,15 @@ from tidings.model.email import (
     bare_address,
     normalise_address,
 )
+from tidings.model.firings import FiringContext, delivery_job
 from tidings.model.paging import page_after, page_token
 from tidings.model.queues import check_range
 from tidings.model.schedules import Target, TargetKind
 from tidings.notify.base import queue_channel
+from tidings.queues.internal import EMAIL_QUEUE, backlog, ensure_internal_queues
+from tidings.queues.service import QueueService
 from tidings.settings import Settings
 from tidings.store.base import DeliveryQuery, Store
-from tidings.targets.base import FiringContext, delivery_job
 
 TEMPLATE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # SES: letters, digits, _ and -, ≤ 64
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class NodeRecord:
     """One process running the engine. `activity` is JSON written by the node (see
-    `tidings.engine.nodes`); `seen_at` is its last heartbeat (epoch ms)."""
+    `tidings.ops.nodes`); `seen_at` is its last heartbeat (epoch ms)."""
 
     id: str
     host: str

@@ -17,10 +17,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tidings.client import Tidings
-from tidings.engine.bridge import Bridge
-from tidings.engine.coalesce import Coalescer
-from tidings.engine.health import Health
-from tidings.engine.metrics import REGISTRY
+from tidings.queues.coalesce import Coalescer
+from tidings.runtime.bridge import Bridge
+from tidings.runtime.health import Health
+from tidings.runtime.metrics import REGISTRY
 from tidings.server.access import Access
 from tidings.server.aws import is_sqs_json, mount_sqs
 from tidings.server.aws.scheduler import scheduler_routes

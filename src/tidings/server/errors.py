@@ -62,7 +62,7 @@ ERROR_TABLE: dict[type[object], ErrorRow] = {
     BatchError: ErrorRow(400, "BatchError", "BatchError"),  # codes come from the instance
     PurgeInProgress: ErrorRow(403, "PurgeQueueInProgress", "PurgeQueueInProgress"),
     StoreUnavailable: ErrorRow(503, "ServiceUnavailable", "ServiceUnavailable"),
-    # a newer node migrated the database: this one stops (engine/schema_guard.py); the
+    # a newer node migrated the database: this one stops (ops/schema_guard.py); the
     # requests it still answers meanwhile are for another node to serve
     SchemaTooNew: ErrorRow(503, "ServiceUnavailable", "ServiceUnavailable"),
     Unauthorized: ErrorRow(401, "MissingAuthenticationToken", "Unauthorized"),

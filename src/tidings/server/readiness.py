@@ -3,7 +3,7 @@ an orchestrator's readiness probe (`GET /health` only says that the process answ
 
 Two things are looked at: the database answers a read within `TIMEOUT_S` (asked now,
 through the node's own store threads, so a node whose every store thread is stuck is
-not ready either), and what the node's loops last met (`engine/health.py`): a loop
+not ready either), and what the node's loops last met (`runtime/health.py`): a loop
 backing off because the disk is full, the dispatcher process starting or restarting. The
 answer is 200 when every check is ok, else 503.
 
@@ -20,9 +20,9 @@ import asyncio
 
 from tidings.client import Tidings
 from tidings.clock import iso
-from tidings.engine.bridge import Bridge
-from tidings.engine.health import Health
 from tidings.errors import TidingsError
+from tidings.runtime.bridge import Bridge
+from tidings.runtime.health import Health
 from tidings.server.access import Access, Scope
 from tidings.server.native.models import CheckOut, ReadinessOut
 

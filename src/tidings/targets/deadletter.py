@@ -8,8 +8,8 @@ why and how often delivery was tried.
 from __future__ import annotations
 
 from tidings.model.digests import MessageAttributeValue
+from tidings.model.firings import FiringContext, scheduled_time_text
 from tidings.model.schedules import Target
-from tidings.targets.base import FiringContext, scheduled_time_text
 
 
 def dead_letter_attributes(ctx: FiringContext, target: Target, code: str, message: str, *,

@@ -45,8 +45,6 @@ from tidings.email.smtp import (
     SmtpTemporaryError,
 )
 from tidings.email.templates import RenderingError
-from tidings.engine.batching import Batcher
-from tidings.engine.bridge import Bridge
 from tidings.errors import TemplateNotFound, TidingsError, ValidationError
 from tidings.model.email import (
     FINAL_STATES,
@@ -56,9 +54,12 @@ from tidings.model.email import (
     bare_address,
     normalise_address,
 )
+from tidings.model.firings import FiringContext, delivery_job
 from tidings.model.schedules import Target
+from tidings.runtime.batching import Batcher
+from tidings.runtime.bridge import Bridge
 from tidings.settings import Settings
-from tidings.targets.base import DeliveryError, FiringContext, delivery_job
+from tidings.targets.base import DeliveryError
 
 log = logging.getLogger("tidings.email")
 

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tidings.targets.base import FiringContext
+from tidings.model.firings import FiringContext
 
 
 @dataclass(frozen=True)

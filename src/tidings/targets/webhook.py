@@ -27,8 +27,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tidings.model.firings import FiringContext, scheduled_time_text
 from tidings.model.schedules import Target
-from tidings.targets.base import DeliveryError, FiringContext, scheduled_time_text
+from tidings.targets.base import DeliveryError
 from tidings.targets.guard import WebhookGuard
 
 DEFAULT_TIMEOUT_S = 10.0

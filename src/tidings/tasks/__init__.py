@@ -1,2 +1,2 @@
 """The Python way in: `@app.task`, periodic jobs and their sending, on top of the engine's
-queues, schedules and consumers (the job format is the engine's: `tidings.engine.app`)."""
+queues, schedules and consumers (the job format is the engine's: `tidings.jobs.handlers`)."""

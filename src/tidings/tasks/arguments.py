@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tidings.engine.app import Job
 from tidings.errors import ValidationError
+from tidings.jobs.handlers import Job
 
 if TYPE_CHECKING:
     import pydantic

@@ -21,8 +21,8 @@ from tidings.tasks.sending import ensure_group
 from tidings.triggers import parse_expression
 
 if TYPE_CHECKING:
-    from tidings.app import App
     from tidings.client import Tidings
+    from tidings.tasks.app import App
 
 #: The schedule group holding every app's periodic jobs (named after their task).
 PERIODIC_GROUP = "tidings-periodic"

@@ -15,13 +15,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from tidings.clock import to_ms
-from tidings.engine.app import Job
 from tidings.errors import ValidationError
+from tidings.jobs.handlers import Job
 from tidings.tasks.arguments import Arguments
 from tidings.tasks.sending import JobHandle, send_job
 
 if TYPE_CHECKING:
-    from tidings.app import App
+    from tidings.tasks.app import App
 
 #: Keyword arguments of `send` itself, so a task's own parameters cannot use them.
 RESERVED = frozenset({"job_id", "connection"})

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tidings.engine.app import Handlers
+from tidings.jobs.handlers import Handlers
 from tidings.testing.time_travel import TimeTravel, time_travel
 
 

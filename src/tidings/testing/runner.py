@@ -20,9 +20,9 @@ from datetime import datetime
 from typing import Any
 
 from tidings.clock import from_ms
-from tidings.engine.app import Handlers, Job, PoisonMessage, parse_job
-from tidings.engine.jobs import Failure, Held, Jobs
 from tidings.errors import QueueNotFound
+from tidings.jobs.batches import Failure, Held, Jobs
+from tidings.jobs.handlers import Handlers, Job, PoisonMessage, parse_job
 from tidings.model.queues import QueueRecord
 from tidings.store.base import Reservation
 

@@ -24,20 +24,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from tidings.app import App
 from tidings.client import Tidings
 from tidings.clock import FrozenClock, from_ms, to_ms
-from tidings.engine.app import Handlers
-from tidings.engine.bridge import Bridge
-from tidings.engine.declare import declare_queues
-from tidings.engine.deliveries import Targets, delivery_app
-from tidings.engine.dispatcher import Dispatcher
-from tidings.engine.internal_queues import DELIVERY_QUEUE, EMAIL_QUEUE, ensure_internal_queues
-from tidings.engine.jobs import Jobs
 from tidings.errors import QueueNotFound
+from tidings.jobs.batches import Jobs
+from tidings.jobs.declare import declare_queues
+from tidings.jobs.deliveries import Targets, delivery_app
+from tidings.jobs.handlers import Handlers
 from tidings.model.states import MessageState
+from tidings.queues.internal import DELIVERY_QUEUE, EMAIL_QUEUE, ensure_internal_queues
+from tidings.runtime.bridge import Bridge
+from tidings.schedules.dispatcher import Dispatcher
 from tidings.settings import Settings
 from tidings.targets.email import EmailDelivery
+from tidings.tasks.app import App
 from tidings.tasks.periodic import sync_periodic
 from tidings.testing.mail import CapturingRelay, SentEmail
 from tidings.testing.runner import JobRun, Runner

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from tidings.engine.metrics import BatchHistogram
+from tidings.runtime.metrics import BatchHistogram
 
 
 def test_a_batch_lands_in_inclusive_cumulative_buckets() -> None:
@@ -38,7 +38,7 @@ def test_an_empty_batch_changes_nothing() -> None:
 def test_a_child_process_counts_reach_the_parent_through_a_snapshot_delta() -> None:
     # What a dispatcher process reports (dispatch_process.py): only what moved since its
     # last report, added to the receiving process's own metrics.
-    from tidings.engine import metrics
+    from tidings.runtime import metrics
 
     def fired(target: str) -> float:
         return metrics.REGISTRY.get_sample_value(

@@ -1,4 +1,4 @@
-"""The group commit (engine/batching.py): requests gathered while a group is written
+"""The group commit (runtime/batching.py): requests gathered while a group is written
 share the next write; `put` requests hear of their group once, in `on_written`, beside
 `submit` callers that each wait for their own result."""
 
@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
-from tidings.engine.batching import Batcher
-from tidings.engine.bridge import Bridge
 from tidings.errors import StoreUnavailable
+from tidings.runtime.batching import Batcher
+from tidings.runtime.bridge import Bridge
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tidings.engine.consumer.admission import PACED_PREFETCH, Admission
-from tidings.engine.consumer.work import Ledger
+from tidings.jobs.consumer.admission import PACED_PREFETCH, Admission
+from tidings.jobs.consumer.work import Ledger
 
 
 @dataclass

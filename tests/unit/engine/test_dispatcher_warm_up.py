@@ -11,9 +11,9 @@ import time
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock, from_ms
-from tidings.engine.bridge import Bridge
-from tidings.engine.dispatcher import QUIET_MS, WARM_LEAD_MS, WARM_SPAN_MS, Dispatcher
 from tidings.model.schedules import ActionAfterCompletion, ScheduleSpec, Target
+from tidings.runtime.bridge import Bridge
+from tidings.schedules.dispatcher import QUIET_MS, WARM_LEAD_MS, WARM_SPAN_MS, Dispatcher
 from tidings.settings import Settings
 
 DELETE = ActionAfterCompletion.DELETE

@@ -6,7 +6,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from tidings.engine.fanout_timing import (
+from tidings.campaigns.fanout_timing import (
     Planner,
     QuietHours,
     parse_instant,

@@ -1,13 +1,13 @@
-"""A loop's troubles, as the readiness probe and the gauge see them (engine/health.py)."""
+"""A loop's troubles, as the readiness probe and the gauge see them (runtime/health.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
-from tidings.engine import metrics
-from tidings.engine.backoff import Backoff
-from tidings.engine.health import Health
+from tidings.runtime import metrics
+from tidings.runtime.backoff import Backoff
+from tidings.runtime.health import Health
 
 log = logging.getLogger("test")
 

@@ -8,8 +8,8 @@ from collections import deque
 
 import pytest
 
-from tidings.engine.app import Job
-from tidings.engine.consumer.work import (
+from tidings.jobs.batches import Held
+from tidings.jobs.consumer.work import (
     HOLDS_KEY,
     TRANSITIONS,
     InvalidTransition,
@@ -18,7 +18,7 @@ from tidings.engine.consumer.work import (
     ServedQueue,
     Work,
 )
-from tidings.engine.jobs import Held
+from tidings.jobs.handlers import Job
 from tidings.model.messages import StoredMessage
 from tidings.model.queues import QueueAttributes, QueueRecord
 from tidings.model.receipts import Receipt

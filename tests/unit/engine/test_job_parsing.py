@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tidings.engine.app import Job, PoisonMessage, occurrence_text, parse_job
+from tidings.jobs.handlers import Job, PoisonMessage, occurrence_text, parse_job
 from tidings.store.rows import stored_message
 
 

@@ -8,12 +8,12 @@ from datetime import UTC, datetime
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
-from tidings.engine import metrics
-from tidings.engine.bridge import Bridge
-from tidings.engine.nodes import HOUR_MS, MINUTE_MS, SILENT_AFTER_MS, Heartbeat
-from tidings.engine.overview import percentile
 from tidings.model.queues import RedrivePolicy
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind, at_expression
+from tidings.ops.nodes import HOUR_MS, MINUTE_MS, SILENT_AFTER_MS, Heartbeat
+from tidings.ops.overview import percentile
+from tidings.runtime import metrics
+from tidings.runtime.bridge import Bridge
 
 
 def test_a_heartbeat_shows_the_node_its_activity_and_its_silence(
@@ -69,7 +69,7 @@ def test_counts_are_taken_with_their_instant(t: Tidings, clock: FrozenClock) -> 
                                     at_expression(later))):
         t.schedules.create(ScheduleSpec(name=f"s{i}", expression=expression,
                                         target=Target(TargetKind.QUEUE, "target")))
-    from tidings.engine.nodes import take_counts
+    from tidings.ops.nodes import take_counts
 
     take_counts(t.store, clock.now_ms())
     counts = t.overview.overview().counts

@@ -7,10 +7,10 @@ import pytest
 
 from tidings.client import Tidings
 from tidings.clock import FrozenClock
-from tidings.engine.schedule_search import ScheduleQuery
 from tidings.errors import ValidationError
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
 from tidings.model.states import ScheduleState
+from tidings.schedules.search import ScheduleQuery
 
 
 @pytest.fixture

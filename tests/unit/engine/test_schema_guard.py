@@ -9,9 +9,9 @@ import logging
 import pytest
 
 from tidings.client import Tidings
-from tidings.engine.bridge import Bridge
-from tidings.engine.schema_guard import SchemaGuard
 from tidings.errors import SchemaTooNew
+from tidings.ops.schema_guard import SchemaGuard
+from tidings.runtime.bridge import Bridge
 from tidings.settings import Settings
 from tidings.store import migrate, open_store
 

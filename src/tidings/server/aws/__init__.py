@@ -21,9 +21,9 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tidings.client import Tidings
-from tidings.engine.bridge import Bridge
-from tidings.engine.coalesce import Coalescer
 from tidings.errors import TidingsError
+from tidings.queues.coalesce import Coalescer
+from tidings.runtime.bridge import Bridge
 from tidings.server.aws.arns import Naming
 from tidings.server.aws.auth import AccessDenied, Authenticator
 from tidings.server.aws.grants import SQS_AUDITED, SQS_UNNAMED, filter_sqs_listing, sqs_names

@@ -27,10 +27,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tidings.client import Tidings
-from tidings.engine.bridge import Bridge
 from tidings.errors import TidingsError, ValidationError
 from tidings.model.queues import check_range
 from tidings.model.schedules import DEFAULT_GROUP, Schedule, TargetKind
+from tidings.runtime.bridge import Bridge
 from tidings.server.aws.arns import Naming
 from tidings.server.aws.auth import Authenticator
 from tidings.server.aws.grants import action_name, scheduler_names

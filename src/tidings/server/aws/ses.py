@@ -41,10 +41,10 @@ from tidings.client import Tidings
 from tidings.email.identities import SenderNotVerified
 from tidings.email.service import check_template_name
 from tidings.email.suppression import reason_of
-from tidings.engine.bridge import Bridge
 from tidings.errors import NotFoundError, StoreUnavailable, TidingsError, ValidationError
 from tidings.model.email import SuppressionReason
 from tidings.model.queues import check_range
+from tidings.runtime.bridge import Bridge
 from tidings.server.aws.auth import Authenticator
 from tidings.server.aws.grants import SES_NOT_AUDITED, action_name
 from tidings.server.aws.restjson import (

@@ -13,9 +13,9 @@ from typing import Any
 from starlette.requests import Request
 
 from tidings.email.identities import Identities
-from tidings.engine.bridge import Bridge
 from tidings.errors import ConflictError, ValidationError
 from tidings.model.audit import EmailIdentity
+from tidings.runtime.bridge import Bridge
 
 Doc = dict[str, Any]
 

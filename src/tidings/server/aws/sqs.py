@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidings.client import Tidings
-from tidings.engine.bridge import Bridge
-from tidings.engine.coalesce import Coalescer
-from tidings.engine.receive_attempts import check_attempt_id
 from tidings.errors import ValidationError
 from tidings.model.digests import md5_of_attributes
 from tidings.model.messages import OutgoingMessage, ReceivedMessage, validate_batch_ids
 from tidings.model.queues import MoveTask, QueueAttributes, QueueRecord
+from tidings.queues.coalesce import Coalescer
+from tidings.queues.receive_attempts import check_attempt_id
+from tidings.runtime.bridge import Bridge
 from tidings.server.aws.arns import Naming, name_from_arn, name_from_url
 from tidings.server.aws.sqs_protocol import (
     SqsError,

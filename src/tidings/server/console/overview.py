@@ -1,5 +1,5 @@
 """The console's front page: nodes, activity of the last hour, what is pending, what needs
-attention. Everything comes from heartbeats and counters (`tidings.engine.overview`)."""
+attention. Everything comes from heartbeats and counters (`tidings.ops.overview`)."""
 
 from __future__ import annotations
 

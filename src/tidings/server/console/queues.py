@@ -10,9 +10,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.engine.queues import MessageView, QueueInfo, QueueService
 from tidings.errors import ValidationError
 from tidings.model.queues import MoveTask, QueueRecord
+from tidings.queues.service import MessageView, QueueInfo, QueueService
 from tidings.server.console.session import Session
 from tidings.server.console.web import Console, action, page
 

@@ -11,9 +11,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tidings.engine.schedule_search import ScheduleQuery
 from tidings.errors import ValidationError
 from tidings.model.states import ScheduleState
+from tidings.schedules.search import ScheduleQuery
 from tidings.server.console.session import Session
 from tidings.server.console.web import Console, action, page
 from tidings.triggers.base import resolve_zone

@@ -7,8 +7,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from tidings.clock import iso
-from tidings.engine.audit import MAX_PAGE
 from tidings.model.audit import AuditEntry
+from tidings.ops.audit import MAX_PAGE
 from tidings.server.native.deps import Ctx
 
 router = APIRouter(prefix="/v1", tags=["audit"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidings.campaigns.service import RecipientStep
 from tidings.clock import iso
-from tidings.engine.campaigns import RecipientStep
 from tidings.model.campaigns import CampaignRecord
 from tidings.model.states import ScheduleState
 

@@ -17,10 +17,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from tidings.engine.campaigns import CampaignService, CampaignView
-from tidings.engine.fanout import FanoutOptions
-from tidings.engine.fanout_source import Columns
-from tidings.engine.fanout_timing import parse_date, parse_step
+from tidings.campaigns.fanout import FanoutOptions
+from tidings.campaigns.fanout_source import Columns
+from tidings.campaigns.fanout_timing import parse_date, parse_step
+from tidings.campaigns.service import CampaignService, CampaignView
 from tidings.errors import NotFoundError, ValidationError
 from tidings.server.native.campaign_views import campaign_json, recipient_json
 from tidings.server.native.deps import Ctx, Responses

@@ -9,8 +9,8 @@ from typing import Annotated, Any
 from fastapi import Depends, Query, Request
 
 from tidings.client import Tidings
-from tidings.engine.bridge import Bridge
-from tidings.engine.coalesce import Coalescer
+from tidings.queues.coalesce import Coalescer
+from tidings.runtime.bridge import Bridge
 
 
 @dataclass(frozen=True)

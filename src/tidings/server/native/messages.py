@@ -9,10 +9,10 @@ from fastapi import APIRouter, Query, Response, status
 from pydantic import JsonValue
 
 from tidings.clock import to_ms
-from tidings.engine.queues import BatchFailure
 from tidings.errors import ValidationError
 from tidings.model.messages import OutgoingMessage, validate_batch_ids
 from tidings.model.queues import MAX_RETENTION_S
+from tidings.queues.service import BatchFailure
 from tidings.server.native.deps import Ctx, NextToken, errors
 from tidings.server.native.models import (
     BatchOut,

@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
-from tidings.engine.queues import QueueService
 from tidings.model.queues import MoveTask
+from tidings.queues.service import QueueService
 from tidings.server.native.deps import Ctx, NextToken, errors
 from tidings.server.native.models import (
     CreateQueueIn,

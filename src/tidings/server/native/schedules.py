@@ -10,9 +10,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
-from tidings.engine.schedules import ScheduleService
 from tidings.errors import TidingsError, ValidationError
 from tidings.model.schedules import Schedule, ScheduleSpec, ScheduleState
+from tidings.schedules.service import ScheduleService
 from tidings.server.errors import native_error
 from tidings.server.native.deps import Ctx, NextToken, Responses
 from tidings.server.native.schedule_models import (

@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from tidings.clock import iso
-from tidings.engine.queues import BatchFailure, MessageView
 from tidings.model.digests import MessageAttributeValue, decode_binary
 from tidings.model.messages import ReceivedMessage, SendResult
 from tidings.model.queues import MoveTask, QueueCounts, QueueRecord
+from tidings.queues.service import BatchFailure, MessageView
 
 
 def queue_json(record: QueueRecord, counts: QueueCounts | None = None) -> dict[str, Any]:

@@ -5,7 +5,7 @@ one instant of it; a restore replaces a database nothing uses, all at once or no
 all. Neither opens the database as tidings does: `open_store` migrates, and a backup
 must hold what is there (the one taken before an upgrade above all), so each backend
 reads its files or its server itself. The policy around them (when a node counts as
-alive, what the caller is told) is `engine/backups.py`'s.
+alive, what the caller is told) is `ops/backups.py`'s.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Campaigns: what `engine.campaigns` asks of the store."""
+"""Campaigns: what `campaigns.service` asks of the store."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Nodes' heartbeats and the console's counts: what `engine.nodes` and `engine.overview`
+"""Nodes' heartbeats and the console's counts: what `ops.nodes` and `ops.overview`
 (the console) ask of the store."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from tidings.model.schedules import Schedule, ScheduleKey
 
 
 class NodeStore(Protocol):
-    """Heartbeats of the nodes and the counts the console shows (`tidings.engine.nodes`)."""
+    """Heartbeats of the nodes and the counts the console shows (`tidings.ops.nodes`)."""
 
     def put_node(self, node: NodeRecord) -> None:
         """Insert or refresh the node's row (its `seen_at` and `activity`)."""

@@ -1,4 +1,4 @@
-"""Queues and messages: what `engine.queues` and the consumers ask of the store."""
+"""Queues and messages: what `queues.service` and the consumers ask of the store."""
 
 from __future__ import annotations
 

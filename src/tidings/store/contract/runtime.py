@@ -1,5 +1,5 @@
 """What runs a store rather than what it stores: where it is, how it is reached from the
-async server (`engine.bridge.Bridge.for_store` sizes its threads by `max_concurrency` and
+async server (`runtime.bridge.Bridge.for_store` sizes its threads by `max_concurrency` and
 runs short calls inline under `inline_lock`), whether it answers, and closing it."""
 
 from __future__ import annotations
@@ -26,5 +26,5 @@ class StoreRuntime(Protocol):
 
     def schema_status(self) -> SchemaStatus:
         """The database's migrations against this release's, read now (a running node
-        looks for a newer node having migrated it: `engine/schema_guard.py`)."""
+        looks for a newer node having migrated it: `ops/schema_guard.py`)."""
         ...

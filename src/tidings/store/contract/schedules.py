@@ -1,4 +1,4 @@
-"""Schedules, their groups and their firings: what `engine.schedules` and the dispatcher
+"""Schedules, their groups and their firings: what `schedules.service` and the dispatcher
 ask of the store."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class FiringOutcome(NamedTuple):
     schedule_id: int
     occurrence: int  # the scheduled instant, epoch ms
     at: int  # when the outcome became final
-    outcome: str  # see `engine.firing_log.Outcome`
+    outcome: str  # see `schedules.firing_log.Outcome`
     attempts: int
     detail: str | None
 

@@ -1,4 +1,4 @@
-"""The audit log and the verified email identities: what `engine.audit` and
+"""The audit log and the verified email identities: what `ops.audit` and
 `email.identities` ask of the store."""
 
 from __future__ import annotations
