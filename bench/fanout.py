@@ -69,7 +69,7 @@ def main() -> None:
         on=on, local_time="09:00", flexible_window_minutes=30, chunk=args.chunk)
     began = time.perf_counter()
     with open(path, "rb") as source:
-        summary = run_fanout(t.schedules, source, opts, bytes_total=os.path.getsize(path))
+        summary = run_fanout(t.schedules, t.store, source, opts, bytes_total=os.path.getsize(path))
     seconds = time.perf_counter() - began
     assert summary.errors == 0, summary.error_sample
     created = summary.schedules_created

@@ -32,7 +32,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import date
 from hashlib import blake2b
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from tidings.campaigns.fanout_source import Columns, read_rows, text_stream
 from tidings.campaigns.fanout_timing import Planned, Planner, QuietHours, parse_instant
@@ -61,7 +61,12 @@ from tidings.schedules.service import (
     ScheduleService,
     check_email_target,
 )
-from tidings.store.base import Store
+from tidings.store.base import CampaignStore, EmailStore, ScheduleStore, StoreRuntime
+
+
+class FanoutStore(CampaignStore, EmailStore, ScheduleStore, StoreRuntime, Protocol):
+    """What this module asks of the store: the campaign, its schedules, the templates it
+    checks, and how the store runs."""
 
 PAST_MARGIN_MS = 2_000
 new_row = tuple.__new__
@@ -281,11 +286,12 @@ class _Run:
             yield from out
 
 
-def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions, *,
+def run_fanout(service: ScheduleService, store: FanoutStore, source: IO[bytes],
+               opts: FanoutOptions, *,
                errors: IO[str] | None = None, on_progress: Progress | None = None,
                bytes_total: int | None = None) -> FanoutSummary:
-    """Fan `source` (binary CSV or JSON Lines) out into the campaign's schedules."""
-    store = service.store
+    """Fan `source` (binary CSV or JSON Lines) out into the campaign's schedules, written
+    to `store` (the schedule service's own, seen as what a fan-out writes)."""
     check_campaign_name(opts.campaign)
     check_address("--from", opts.sender)
     steps = _steps(opts)
@@ -368,7 +374,7 @@ def _due(row: ScheduleRow) -> int:
     return row.due_at or 0
 
 
-def _insert(store: Store, batch: Sequence[ScheduleRow]) -> tuple[int, int]:
+def _insert(store: FanoutStore, batch: Sequence[ScheduleRow]) -> tuple[int, int]:
     return store.insert_schedule_rows(batch, campaign=batch[0].group), len(batch)
 
 

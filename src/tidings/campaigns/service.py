@@ -20,7 +20,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from tidings.campaigns.fanout import FanoutOptions, FanoutProgress, FanoutSummary, run_fanout
 from tidings.clock import Clock
@@ -36,7 +36,12 @@ from tidings.model.queues import check_range
 from tidings.model.schedules import Schedule
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
 from tidings.schedules.service import ScheduleService, flex_offset_ms
-from tidings.store.base import DeliveryQuery, Store
+from tidings.store.base import CampaignStore, DeliveryQuery, EmailStore, ScheduleStore, StoreRuntime
+
+
+class CampaignServiceStore(CampaignStore, EmailStore, ScheduleStore, StoreRuntime, Protocol):
+    """What this module asks of the store: campaigns, their schedules and their deliveries,
+    and what the fan-out it runs writes (`FanoutStore`)."""
 
 RESUME_PAGE = 5_000
 FAILED_STATES = ("FAILED", "BOUNCED", "RENDERING_FAILURE")
@@ -109,7 +114,7 @@ def spread_by_rate(counts: list[int], per_bucket: float) -> list[int]:
 
 
 class CampaignService:
-    def __init__(self, store: Store, clock: Clock, notifier: Notifier,
+    def __init__(self, store: CampaignServiceStore, clock: Clock, notifier: Notifier,
                  schedules: ScheduleService, *, email_rate_per_s: float = 0.0) -> None:
         self.store = store
         self.clock = clock
@@ -122,7 +127,7 @@ class CampaignService:
                on_progress: Callable[[FanoutProgress], None] | None = None,
                bytes_total: int | None = None) -> FanoutSummary:
         """Fan a binary CSV / JSON Lines stream out into the campaign (see campaigns/fanout.py)."""
-        return run_fanout(self.schedules, source, options, errors=errors,
+        return run_fanout(self.schedules, self.store, source, options, errors=errors,
                           on_progress=on_progress, bytes_total=bytes_total)
 
     def get(self, name: str) -> CampaignRecord:

@@ -4,13 +4,19 @@ campaign's own load forecast, and a recipient's remaining steps (to cancel them)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from tidings.clock import Clock
 from tidings.errors import ScheduleNotFound, ValidationError
 from tidings.model.campaigns import recipient_key
 from tidings.model.schedules import Schedule
 from tidings.model.states import DeliveryState
-from tidings.store.base import Store
+from tidings.store.base import CampaignStore, EmailStore, NodeStore, ScheduleStore
+
+
+class CampaignViewStore(CampaignStore, EmailStore, NodeStore, ScheduleStore, Protocol):
+    """What this module asks of the store: campaigns, their schedules and deliveries, and
+    the console's indexes."""
 
 FAILED_STATES = (DeliveryState.FAILED, DeliveryState.BOUNCED, DeliveryState.RENDERING_FAILURE)
 
@@ -33,7 +39,7 @@ class RecipientSteps:
 
 
 class CampaignViews:
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: CampaignViewStore, clock: Clock) -> None:
         self.store = store
         self.clock = clock
 

@@ -24,7 +24,7 @@ from tidings.errors import NotFoundError, ValidationError
 from tidings.model.audit import EmailIdentity
 from tidings.model.email import EmailMessage, bare_address
 from tidings.settings import Settings
-from tidings.store.base import Store
+from tidings.store.base import SecurityStore
 
 CACHE_S = 5.0  # how long another node's CreateEmailIdentity may go unseen here
 _HEADERS = email.parser.BytesHeaderParser(policy=email.policy.compat32)
@@ -64,7 +64,7 @@ def senders_of(msg: EmailMessage) -> list[str]:
 
 
 class Identities:
-    def __init__(self, store: Store, clock: Clock, settings: Settings) -> None:
+    def __init__(self, store: SecurityStore, clock: Clock, settings: Settings) -> None:
         self.store = store
         self.clock = clock
         self.configured = frozenset(

@@ -15,7 +15,7 @@ import secrets
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tidings.clock import Clock
 from tidings.email.identities import Identities
@@ -49,7 +49,12 @@ from tidings.notify.base import queue_channel
 from tidings.queues.internal import EMAIL_QUEUE, backlog, ensure_internal_queues
 from tidings.queues.service import QueueService
 from tidings.settings import Settings
-from tidings.store.base import DeliveryQuery, Store
+from tidings.store.base import DeliveryQuery, EmailStore, QueueStore, SecurityStore
+
+
+class EmailServiceStore(EmailStore, QueueStore, SecurityStore, Protocol):
+    """What this module asks of the store: the templates, the delivery log and the queues
+    deliveries travel on."""
 
 TEMPLATE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # SES: letters, digits, _ and -, ≤ 64
 
@@ -98,7 +103,7 @@ class Resent:
 
 
 class EmailService:
-    def __init__(self, store: Store, clock: Clock, queues: QueueService,
+    def __init__(self, store: EmailServiceStore, clock: Clock, queues: QueueService,
                  settings: Settings) -> None:
         self.store = store
         self.clock = clock

@@ -9,13 +9,13 @@ from __future__ import annotations
 from tidings.clock import Clock
 from tidings.model.audit import AuditEntry
 from tidings.model.queues import check_range
-from tidings.store.base import Store
+from tidings.store.base import SecurityStore
 
 MAX_PAGE = 1000
 
 
 class AuditService:
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: SecurityStore, clock: Clock) -> None:
         self.store = store
         self.clock = clock
 

@@ -23,7 +23,7 @@ from tidings.errors import StoreUnavailable
 from tidings.model.nodes import NodeRecord
 from tidings.runtime import metrics
 from tidings.runtime.bridge import Bridge
-from tidings.store.base import Store
+from tidings.store.base import NodeStore
 
 log = logging.getLogger("tidings.nodes")
 
@@ -109,7 +109,7 @@ def is_alive(node: NodeRecord, now: int) -> bool:
         node.activity or "{}").get("stopped", False)
 
 
-def take_counts(store: Store, now: int) -> None:
+def take_counts(store: NodeStore, now: int) -> None:
     """The console's costly counts, kept with the instant they were taken."""
     day_start = now - now % DAY_MS
     found = {
@@ -126,7 +126,7 @@ class Heartbeat:
     """The service that writes this node's row every `interval_s` and the console's counts
     every `counts_every_s`."""
 
-    store: Store
+    store: NodeStore
     clock: Clock
     bridge: Bridge
     version: str

@@ -9,7 +9,7 @@ import json
 import secrets
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from tidings.clock import Clock
 from tidings.model.nodes import NodeRecord
@@ -23,7 +23,12 @@ from tidings.ops.nodes import (
     SILENT_AFTER_MS,
 )
 from tidings.queues.service import QueueInfo, QueueService
-from tidings.store.base import Store
+from tidings.store.base import CampaignStore, NodeStore, QueueStore
+
+
+class OverviewStore(CampaignStore, NodeStore, QueueStore, Protocol):
+    """What this module asks of the store: the nodes' counts, the queues' counters and the
+    campaigns."""
 
 #: How many queues the overview and the queue list show on one page.
 QUEUE_PAGE = 100
@@ -119,7 +124,7 @@ def percentile(buckets: list[int], q: float) -> float | None:
 
 
 class OverviewService:
-    def __init__(self, store: Store, clock: Clock, queues: QueueService) -> None:
+    def __init__(self, store: OverviewStore, clock: Clock, queues: QueueService) -> None:
         self.store = store
         self.clock = clock
         self.queues = queues

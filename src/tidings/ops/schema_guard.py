@@ -18,7 +18,7 @@ import logging
 
 from tidings.errors import StoreUnavailable
 from tidings.runtime.bridge import Bridge
-from tidings.store.base import Store
+from tidings.store.base import StoreRuntime
 from tidings.store.migrate import SchemaStatus
 
 log = logging.getLogger("tidings.schema")
@@ -30,7 +30,7 @@ class SchemaGuard:
     """A service (run/stop): `run` raises `SchemaTooNew` when the database was migrated
     by a newer release this node cannot run on."""
 
-    def __init__(self, store: Store, bridge: Bridge, *, interval_s: float = CHECK_EVERY_S,
+    def __init__(self, store: StoreRuntime, bridge: Bridge, *, interval_s: float = CHECK_EVERY_S,
                  warned_at_open: int = 0) -> None:
         """`warned_at_open`: the database's last migration when the node opened it (any
         additive newer ones were warned about then)."""

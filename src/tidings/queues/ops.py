@@ -32,7 +32,7 @@ from tidings.model.receipts import ReceiptSigner
 from tidings.notify.base import Notifier, queue_channel
 from tidings.queues.redrive import Redrive
 from tidings.runtime import metrics
-from tidings.store.base import ReceiveParams, Store
+from tidings.store.base import QueueStore, ReceiveParams
 
 #: How old a cached queue record may be (see `get_queue_cached`).
 QUEUE_CACHE_S = 1.0
@@ -48,7 +48,7 @@ class QueueOps:
     """Queue steps over resolved records; no name is refused here (the facade does that
     for every face, and the engine is entitled to its own queues)."""
 
-    def __init__(self, store: Store, clock: Clock, notifier: Notifier, signer: ReceiptSigner,
+    def __init__(self, store: QueueStore, clock: Clock, notifier: Notifier, signer: ReceiptSigner,
                  moves: Redrive, *, arn_prefix: str) -> None:
         self.store = store
         self.clock = clock

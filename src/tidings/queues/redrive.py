@@ -16,11 +16,11 @@ from tidings.errors import ConflictError, QueueNotFound, ValidationError
 from tidings.model.queues import MoveTask, QueueRecord, check_range
 from tidings.model.states import MoveTaskStatus
 from tidings.notify.base import Notifier, queue_channel
-from tidings.store.base import Store
+from tidings.store.base import QueueStore
 
 
 class Redrive:
-    def __init__(self, store: Store, clock: Clock, notifier: Notifier) -> None:
+    def __init__(self, store: QueueStore, clock: Clock, notifier: Notifier) -> None:
         self.store = store
         self.clock = clock
         self.notifier = notifier

@@ -60,7 +60,7 @@ from tidings.queues.receiving import (
     Receiver,
 )
 from tidings.queues.redrive import Redrive
-from tidings.store.base import Store
+from tidings.store.base import QueueStore
 
 PURGE_INTERVAL_MS = 60_000
 
@@ -89,7 +89,7 @@ class QueueInfo:
         return self.record.name in INTERNAL_QUEUES
 
 
-def named_queue(store: Store, name: str, field: str, what: str = "queue") -> QueueRecord:
+def named_queue(store: QueueStore, name: str, field: str, what: str = "queue") -> QueueRecord:
     """The queue a setting names (a dead-letter queue, a target): a ValidationError on
     `field` when there is none, as the setting is what is wrong."""
     try:
@@ -99,7 +99,7 @@ def named_queue(store: Store, name: str, field: str, what: str = "queue") -> Que
 
 
 class QueueService:
-    def __init__(self, store: Store, clock: Clock, notifier: Notifier, signer: ReceiptSigner,
+    def __init__(self, store: QueueStore, clock: Clock, notifier: Notifier, signer: ReceiptSigner,
                  *, arn_prefix: str = "arn:aws:sqs:us-east-1:000000000000",
                  fallback_poll_s: float = CROSS_PROCESS_POLL_S) -> None:
         """`fallback_poll_s`: how long a long poll waits before looking again when no

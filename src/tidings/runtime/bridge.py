@@ -23,7 +23,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 if TYPE_CHECKING:
-    from tidings.store.base import Store
+    from tidings.store.base import StoreRuntime
     from tidings.store.driver import ConnectionLock
 
 P = ParamSpec("P")
@@ -36,7 +36,7 @@ class Bridge:
         self._inline_lock = inline_lock
 
     @classmethod
-    def for_store(cls, store: Store) -> Bridge:
+    def for_store(cls, store: StoreRuntime) -> Bridge:
         """A bridge sized by the store's `max_concurrency`, running short calls inline
         where the store allows it."""
         return cls(max(store.max_concurrency, 1), inline_lock=store.inline_lock)

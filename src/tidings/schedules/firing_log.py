@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from tidings.clock import Clock
-from tidings.store.base import FiringOutcome, Store
+from tidings.store.base import FiringOutcome, ScheduleStore
 
 KEEP_MS = 86_400_000  # a day of history (TIDINGS_FIRING_HISTORY_S)
 TRIM_STEP = 2_000  # rows deleted per transaction at most
@@ -57,7 +57,7 @@ def outcome_row(schedule_id: int, occurrence: int, at: int, outcome: Outcome,
 
 
 class FiringLog:
-    def __init__(self, store: Store, clock: Clock, keep_ms: int = KEEP_MS) -> None:
+    def __init__(self, store: ScheduleStore, clock: Clock, keep_ms: int = KEEP_MS) -> None:
         self.store = store
         self.clock = clock
         self.keep_ms = keep_ms

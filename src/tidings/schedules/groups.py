@@ -14,11 +14,11 @@ from tidings.errors import ConflictError, ValidationError
 from tidings.model.paging import compound_after, compound_token
 from tidings.model.queues import check_range, validate_tags
 from tidings.model.schedules import DEFAULT_GROUP, ScheduleGroup, check_name
-from tidings.store.base import Store
+from tidings.store.base import ScheduleStore
 
 
 class ScheduleGroups:
-    store: Store
+    store: ScheduleStore
     clock: Clock
     arn_prefix: str
 

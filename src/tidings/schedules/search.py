@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tidings.clock import Clock
 from tidings.errors import ScheduleNotFound, ValidationError
@@ -23,9 +23,14 @@ from tidings.model.queues import check_range
 from tidings.model.schedules import Schedule, ScheduleKey, TargetKind
 from tidings.schedules.firing_log import FiringLog, FiringRecord
 from tidings.schedules.service import schedule_trigger
-from tidings.store.base import DeliveryQuery, Store
+from tidings.store.base import DeliveryQuery, EmailStore, NodeStore, ScheduleStore
 from tidings.triggers.base import next_fires
 from tidings.triggers.words import describe
+
+
+class ScheduleSearchStore(EmailStore, NodeStore, ScheduleStore, Protocol):
+    """What this module asks of the store: the schedules, their deliveries and the
+    console's indexes over them."""
 
 SCAN_BUDGET = 3000
 CHUNK = 1000
@@ -97,7 +102,7 @@ def _untoken(token: str) -> list[Any]:
 
 
 class ScheduleSearch:
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: ScheduleSearchStore, clock: Clock) -> None:
         self.store = store
         self.clock = clock
         self.firings = FiringLog(store, clock)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from tidings.clock import Clock
 from tidings.email.sesv2 import parse_send_email
@@ -46,9 +46,20 @@ from tidings.notify.base import SCHEDULES_CHANNEL, Notifier, wakes_dispatchers
 from tidings.queues.service import named_queue
 from tidings.runtime.bridge import bulk_writer
 from tidings.schedules.groups import ScheduleGroups
-from tidings.store.base import NewSchedule, Store
+from tidings.store.base import (
+    EmailStore,
+    NewSchedule,
+    QueueStore,
+    ScheduleStore,
+    StoreRuntime,
+)
 from tidings.targets.guard import WebhookGuard
 from tidings.triggers import Trigger, parse_expression
+
+
+class ScheduleServiceStore(EmailStore, QueueStore, ScheduleStore, StoreRuntime, Protocol):
+    """What this module asks of the store: the schedules, the queues and templates their
+    targets name, and how the store runs."""
 
 
 @lru_cache(maxsize=4096)
@@ -76,7 +87,7 @@ def flex_offset_ms(group: str, name: str, occurrence: int, window_minutes: int |
     return int.from_bytes(digest, "big") % (window_minutes * 60_000)
 
 
-def check_email_target(store: Store, target: Target,
+def check_email_target(store: ScheduleServiceStore, target: Target,
                        known_templates: set[str] | None = None,
                        sender_check: Callable[[EmailMessage], None] | None = None, *,
                        template_must_exist: bool = True) -> None:
@@ -125,7 +136,9 @@ Placed = tuple[int, ScheduleSpec] | CreateResult
 
 
 class ScheduleService(ScheduleGroups):
-    def __init__(self, store: Store, clock: Clock, notifier: Notifier, *,
+    store: ScheduleServiceStore
+
+    def __init__(self, store: ScheduleServiceStore, clock: Clock, notifier: Notifier, *,
                  arn_prefix: str = "arn:aws:scheduler:us-east-1:000000000000",
                  queue_lookup: Callable[[str], QueueRecord] | None = None,
                  webhook_guard: WebhookGuard | None = None,
