@@ -12,117 +12,56 @@ Every store call here goes through the node's `Bridge`, whose pool is sized for 
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import json
 import logging
 from typing import Any
 
 from tidings.clock import Clock
-from tidings.errors import QueueNotFound, TidingsError, ValidationError
+from tidings.errors import ValidationError
 from tidings.jobs.handlers import Handlers, Job
-from tidings.model.firings import DELIVERY_JOB, FiringContext, delivery_job, render_input
-from tidings.model.schedules import Target, TargetKind
-from tidings.queues.internal import DELIVERY_QUEUE, EMAIL_QUEUE
+from tidings.model.firings import DELIVERY_JOB, FiringContext, render_input
+from tidings.model.schedules import Target
+from tidings.queues.internal import DELIVERY_QUEUE
 from tidings.queues.service import QueueService
 from tidings.runtime import metrics
 from tidings.runtime.bridge import Bridge
 from tidings.schedules.firing_log import FiringLog, Outcome
-from tidings.targets.base import DeliveryError, Route, Suppress
+from tidings.targets.base import Attempt, DeliveryError, Reach
 from tidings.targets.deadletter import dead_letter_attributes
 from tidings.targets.email import EmailDelivery
-from tidings.targets.function import as_input, event_for
 from tidings.targets.guard import WebhookGuard
+from tidings.targets.registry import TARGETS, target_of
 from tidings.targets.webhook import WebhookSender
 
 log = logging.getLogger("tidings.deliveries")
-MAX_ROUTE_DEPTH = 4
 
 
 class Targets:
-    """Delivers one input to one non-queue target."""
+    """One node's deliveries: what it delivers with (`Reach`), and one delivery to a target
+    of any kind, which the registry names."""
 
     def __init__(self, queues: QueueService, bridge: Bridge, functions: dict[str, Any],
                  webhook_secret: bytes, email: EmailDelivery | None = None,
                  webhook_guard: WebhookGuard | None = None) -> None:
-        self.queues = queues
-        self.bridge = bridge
-        self.functions = functions
-        self.webhooks = WebhookSender(webhook_secret, webhook_guard)
-        self.email = email
+        self.reach = Reach(TARGETS, queues, bridge, functions,
+                           WebhookSender(webhook_secret, webhook_guard), email)
 
-    async def deliver(self, target: Target, body: str, ctx: FiringContext, attempt: int,
-                      depth: int = 0) -> str:
-        """Returns the outcome: "delivered" or "suppressed"; raises DeliveryError."""
-        if depth > MAX_ROUTE_DEPTH:
-            raise DeliveryError("RouteLoop", "function targets routed more than 4 times",
-                                retryable=False)
-        if target.kind is TargetKind.WEBHOOK:
-            await self.webhooks.send(target, body, ctx, attempt)
-            return "delivered"
-        if target.kind is TargetKind.QUEUE:
-            try:
-                await self.bridge.run(self.queues.send, target.destination, body,
-                                      group_id=target.message_group_id,
-                                      deduplication_id=ctx.execution_id
-                                      if target.destination.endswith(".fifo") else None)
-            except QueueNotFound as exc:
-                # Retried: the queue may be created before the retry policy runs out.
-                raise DeliveryError("QueueDoesNotExist", exc.message, retryable=True) from None
-            except TidingsError as exc:
-                raise DeliveryError(type(exc).__name__, exc.message, retryable=False) from None
-            return "delivered"
-        if target.kind is TargetKind.FUNCTION:
-            return await self._function(target, body, ctx, attempt, depth)
-        if target.kind is TargetKind.EMAIL:
-            if self.email is not None and self.email.relay:
-                return await self.email.deliver(target, body, ctx, attempt)
-            # Routed here by a function: to the email queue, for a node with a relay.
-            await self.bridge.run(self.queues.ops.enqueue_internal, EMAIL_QUEUE,
-                                  json.dumps(delivery_job(ctx, target, body)))
-            return "queued"
-        raise DeliveryError("UnsupportedTarget", f"{target.kind} targets are not available",
-                            retryable=False)
-
-    async def _function(self, target: Target, body: str, ctx: FiringContext, attempt: int,
-                        depth: int) -> str:
-        fn = self.functions.get(target.destination)
-        if fn is None:
-            raise DeliveryError("FunctionNotFound",
-                                f"no function {target.destination!r} is registered on this"
-                                " node's app", retryable=True)
-        event = event_for(body, ctx, attempt)
-        try:
-            if inspect.iscoroutinefunction(fn):
-                result = await fn(event)
-            else:  # the user's code, which may take its time: not on the store's pool
-                result = await asyncio.to_thread(fn, event)
-        except Exception as exc:  # noqa: BLE001 - the user's code failed: a retry
-            raise DeliveryError("FunctionError", f"{type(exc).__name__}: {exc}") from exc
-        then = target.options.get("then")
-        if isinstance(result, Suppress):
-            return "suppressed"
-        if isinstance(result, Route):
-            routed = result.target
-            if isinstance(routed, str):
-                routed = Target(TargetKind.QUEUE, routed)
-            new_body = body if result.input is None else as_input(result.input)
-            return await self.deliver(routed, new_body, ctx, attempt, depth + 1)
-        if then is None:
-            return "delivered"
-        new_body = body if result is None else as_input(result)
-        return await self.deliver(Target.from_json(then), new_body, ctx, attempt, depth + 1)
+    async def deliver(self, target: Target, body: str, ctx: FiringContext,
+                      attempt: int) -> str:
+        """Returns the outcome: "delivered", "suppressed", "queued" or "duplicate";
+        raises DeliveryError."""
+        return await self.reach.deliver(Attempt(target, body, ctx, attempt))
 
     async def gave_up(self, target: Target, ctx: FiringContext, failure: DeliveryError,
                       attempts: int) -> None:
         """Told when a delivery is abandoned, so a target that logs (email) can say so."""
-        if target.kind is TargetKind.EMAIL and self.email is not None:
-            await self.email.gave_up(ctx, failure, attempts)
+        await target_of(target).gave_up(Attempt(target, "", ctx, attempts), failure,
+                                        self.reach)
 
     async def close(self) -> None:
-        await self.webhooks.close()
-        if self.email is not None:
-            await self.email.close()
+        await self.reach.webhooks.close()
+        if self.reach.email is not None:
+            await self.reach.email.close()
 
 
 def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: Bridge, *,
@@ -160,10 +99,11 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
     async def deliver(job: Job) -> None:
         ctx = FiringContext.from_json(job.payload["context"])
         target = Target.from_json(job.payload["target"])
-        if target.kind is TargetKind.EMAIL and job.queue != EMAIL_QUEUE:
-            # Queued before email had its own queue: move it there, where only a node
-            # with a relay takes it.
-            await bridge.run(queues.ops.enqueue_internal, EMAIL_QUEUE, json.dumps(job.payload))
+        home = target_of(target).delivery_queue
+        if job.queue != home:
+            # Queued before its kind had a queue of its own (email, which only a node
+            # with a relay takes): move it there.
+            await bridge.run(queues.ops.enqueue_internal, home, json.dumps(job.payload))
             return
         body = render_input(job.payload.get("input") or "{}", ctx, job.attempt)
         kind = target.kind.value

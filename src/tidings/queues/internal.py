@@ -11,14 +11,9 @@ from __future__ import annotations
 
 from tidings.errors import QueueNotFound
 from tidings.model.queues import DELIVERY_QUEUE, EMAIL_QUEUE, INTERNAL_QUEUES
-from tidings.model.schedules import Target, TargetKind
 from tidings.queues.service import QueueService
 
 RETENTION_S = 14 * 24 * 3600  # the SQS maximum: a delivery outlives a long outage
-
-
-def queue_for(target: Target) -> str:
-    return EMAIL_QUEUE if target.kind is TargetKind.EMAIL else DELIVERY_QUEUE
 
 
 def ensure_internal_queues(queues: QueueService) -> None:
@@ -36,4 +31,4 @@ def backlog(queues: QueueService, name: str) -> int:
 
 
 __all__ = ["DELIVERY_QUEUE", "EMAIL_QUEUE", "INTERNAL_QUEUES", "RETENTION_S", "backlog",
-           "ensure_internal_queues", "queue_for"]
+           "ensure_internal_queues"]

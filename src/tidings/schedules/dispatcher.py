@@ -32,9 +32,9 @@ from tidings.errors import QueueNotFound, StoreUnavailable, ValidationError
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.firings import FiringContext, delivery_job, render_input
 from tidings.model.queues import INTERNAL_QUEUES, QueueRecord
-from tidings.model.schedules import ActionAfterCompletion, Schedule, TargetKind
+from tidings.model.schedules import ActionAfterCompletion, Schedule
 from tidings.notify.base import SCHEDULES_CHANNEL, SCHEDULES_POLL_S, Notifier, queue_channel
-from tidings.queues.internal import ensure_internal_queues, queue_for
+from tidings.queues.internal import ensure_internal_queues
 from tidings.queues.service import QueueService
 from tidings.runtime import metrics
 from tidings.runtime.backoff import Backoff
@@ -47,7 +47,10 @@ from tidings.schedules.service import (
     schedule_trigger,
 )
 from tidings.store.base import Firing, FiringOutcome, Store, TargetMessage
+from tidings.targets.base import Target
 from tidings.targets.deadletter import dead_letter_attributes
+from tidings.targets.registry import target_of
+from tidings.triggers import one_time
 
 log = logging.getLogger("tidings.dispatcher")
 
@@ -194,7 +197,7 @@ class Dispatcher:
         lateness: list[int] = []
         touched: set[int] = set()
         fired_by_kind: dict[str, int] = {}
-        in_target = 0
+        in_target_by_kind: dict[str, int] = {}
         skipped = 0
         for (firing, due, delivered), schedule, ok in zip(planned, claimed, held, strict=True):
             if not ok:
@@ -205,7 +208,8 @@ class Dispatcher:
             if firing.fired:
                 kind = schedule.spec.target.kind.value
                 fired_by_kind[kind] = fired_by_kind.get(kind, 0) + 1
-                in_target += delivered
+                if delivered:
+                    in_target_by_kind[kind] = in_target_by_kind.get(kind, 0) + 1
                 lateness.append(committed - due)
                 for m in firing.messages:
                     touched.add(m.queue_id)
@@ -214,8 +218,9 @@ class Dispatcher:
         metrics.LATENESS.observe_many([max(late, 0) / 1000 for late in lateness])
         for kind, count in fired_by_kind.items():  # one increment per batch, not per firing
             metrics.FIRED.labels(kind).inc(count)
-        if in_target:  # the others are counted where they are delivered (or fail)
-            metrics.DELIVERED.labels(TargetKind.QUEUE.value).inc(in_target)
+        # (the others are counted where they are delivered, or fail)
+        for kind, count in in_target_by_kind.items():
+            metrics.DELIVERED.labels(kind).inc(count)
         if skipped:
             metrics.SKIPPED.inc(skipped)
         for queue_id in touched:
@@ -244,7 +249,7 @@ class Dispatcher:
 
         fire_at = occurrence
         # A one-shot's only occurrence is the one claimed: its at() needs no parsing here.
-        if not spec.expression.startswith("at("):
+        if not one_time(spec.expression):
             trigger = schedule_trigger(spec, s.created_at)
             steps = 0
             nxt = trigger.next_fire_after(fire_at)
@@ -255,12 +260,13 @@ class Dispatcher:
             fired = now - due_of(fire_at) <= max_age
         else:
             nxt, fired = None, True
-        messages = self._messages(s, fire_at, batch) if fired else []
+        kind = target_of(spec.target)
+        messages = self._messages(s, kind, fire_at, batch) if fired else []
         delete = nxt is None and spec.action_after_completion is ActionAfterCompletion.DELETE
         # Delivered by this firing itself: written into its target queue (not into the DLQ,
         # nor handed to the delivery queue because the queue is missing).
         target_queue = (batch.queues.get(spec.target.destination)
-                        if spec.target.kind is TargetKind.QUEUE
+                        if kind.writes_queue
                         and spec.target.destination not in INTERNAL_QUEUES else None)
         in_target = bool(messages) and target_queue is not None \
             and messages[0].queue_id == target_queue.id
@@ -287,9 +293,10 @@ class Dispatcher:
         return FiringContext.of(s.id, s.created_at, spec.group, spec.name, fire_at,
                                 self.schedules.schedule_arn(spec.group, spec.name))
 
-    def _messages(self, s: Schedule, fire_at: int, batch: _Batch) -> list[TargetMessage]:
+    def _messages(self, s: Schedule, kind: Target, fire_at: int,
+                  batch: _Batch) -> list[TargetMessage]:
         target = s.spec.target
-        if target.kind is TargetKind.QUEUE:
+        if kind.writes_queue:
             text = target.input or "{}"
             # The engine's own queues take no client's messages: such a target (only one
             # stored before they were refused at creation) goes the delivery path, which
@@ -313,18 +320,17 @@ class Dispatcher:
             # EventBridge Scheduler checks a target when it invokes it: a queue missing now
             # fails this invocation, and the delivery queue retries it by the target's retry
             # policy (the queue may appear meanwhile) before dead-lettering it.
-            return self._delivery(s, delivery_job(self._context(s, fire_at), target, text),
-                                  batch)
+            return self._delivery(s, kind, delivery_job(self._context(s, fire_at), target,
+                                                        text), batch)
         ctx = self._context(s, fire_at)
         delivery = delivery_job(ctx, target, render_input(target.input, ctx, None)
                                 if target.input else None)
-        return self._delivery(s, delivery, batch)
+        return self._delivery(s, kind, delivery, batch)
 
-    def _delivery(self, s: Schedule, job: dict[str, Any],
+    def _delivery(self, s: Schedule, kind: Target, job: dict[str, Any],
                   batch: _Batch) -> list[TargetMessage]:
-        target = s.spec.target
         job["schedule_id"] = s.id  # where the delivery records its outcome
-        queue = self._queue(batch, queue_for(target))  # a queue target's: DELIVERY_QUEUE
+        queue = self._queue(batch, kind.delivery_queue)
         assert queue is not None, "the dispatcher creates the delivery queues at start"
         return [self._message(queue, json.dumps(job), None, None, batch.now)]
 

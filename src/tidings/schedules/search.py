@@ -20,20 +20,21 @@ from tidings.clock import Clock
 from tidings.errors import ScheduleNotFound, ValidationError
 from tidings.model.email import Delivery
 from tidings.model.queues import check_range
-from tidings.model.schedules import Schedule, ScheduleKey, TargetKind
+from tidings.model.schedules import Schedule, ScheduleKey
 from tidings.schedules.firing_log import FiringLog, FiringRecord
 from tidings.schedules.service import schedule_trigger
 from tidings.store.base import DeliveryQuery, EmailStore, NodeStore, ScheduleStore
+from tidings.targets.registry import target_of
 from tidings.triggers.base import next_fires
 from tidings.triggers.words import describe
+
+SCAN_BUDGET = 3000
+CHUNK = 1000
 
 
 class ScheduleSearchStore(EmailStore, NodeStore, ScheduleStore, Protocol):
     """What this module asks of the store: the schedules, their deliveries and the
     console's indexes over them."""
-
-SCAN_BUDGET = 3000
-CHUNK = 1000
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ class ScheduleSearch:
         start = s.next_fire_at - 1 if s.next_fire_at is not None else now
         upcoming = next_fires(trigger, start, occurrences) if s.next_fire_at else []
         deliveries: list[Delivery] = []
-        if s.spec.target.kind is TargetKind.EMAIL:
+        if target_of(s.spec.target).logs_deliveries:
             key = f"{group}/{name}"
             recent = self.store.find_deliveries(
                 DeliveryQuery(schedule_prefix=key, created_from=now - 7 * 86_400_000), 0, 200)

@@ -16,22 +16,17 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import Any, Protocol
 
 from tidings.clock import Clock
-from tidings.email.sesv2 import parse_send_email
 from tidings.errors import (
     ConflictError,
     GroupNotFound,
-    QueueNotFound,
     ScheduleNotFound,
-    TemplateNotFound,
     TidingsError,
     ValidationError,
 )
 from tidings.model.email import EmailMessage
-from tidings.model.firings import FiringContext, render_input
 from tidings.model.paging import compound_after, compound_token
 from tidings.model.queues import INTERNAL_QUEUES, QueueRecord, check_range
 from tidings.model.schedules import (
@@ -39,22 +34,18 @@ from tidings.model.schedules import (
     Schedule,
     ScheduleSpec,
     ScheduleState,
-    Target,
-    TargetKind,
 )
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier, wakes_dispatchers
 from tidings.queues.service import named_queue
 from tidings.runtime.bridge import bulk_writer
 from tidings.schedules.groups import ScheduleGroups
-from tidings.store.base import (
-    EmailStore,
-    NewSchedule,
-    QueueStore,
-    ScheduleStore,
-    StoreRuntime,
-)
+from tidings.store.base import EmailStore, NewSchedule, QueueStore, ScheduleStore, StoreRuntime
+from tidings.targets.base import TargetChecks
+from tidings.targets.email_target import check_email_target
 from tidings.targets.guard import WebhookGuard
-from tidings.triggers import Trigger, parse_expression
+from tidings.targets.registry import target_of
+from tidings.triggers import Trigger
+from tidings.triggers import schedule_trigger as parsed_trigger
 
 
 class ScheduleServiceStore(EmailStore, QueueStore, ScheduleStore, StoreRuntime, Protocol):
@@ -62,22 +53,9 @@ class ScheduleServiceStore(EmailStore, QueueStore, ScheduleStore, StoreRuntime, 
     targets name, and how the store runs."""
 
 
-@lru_cache(maxsize=4096)
-def trigger_for(expression: str, timezone: str, start_ms: int | None, end_ms: int | None,
-                anchor_ms: int | None) -> Trigger:
-    """Parsed triggers are cached: many schedules share an expression (fan-outs, crons)."""
-    return parse_expression(expression, timezone, start_ms, end_ms, anchor_ms)
-
-
 def schedule_trigger(spec: ScheduleSpec, created_at: int) -> Trigger:
-    if spec.expression.startswith("at("):
-        # Each one-shot has its own instant: caching it would only push out the shared
-        # crons and rates (and parsing an at() in UTC costs less than the cache lookup).
-        return parse_expression(spec.expression, spec.timezone)
-    anchor = created_at if spec.start_ms is None else None
-    if not spec.expression.startswith("rate("):
-        anchor = None  # keeps the cache shared across schedules created at other times
-    return trigger_for(spec.expression, spec.timezone, spec.start_ms, spec.end_ms, anchor)
+    """The schedule's parsed trigger (`triggers.schedule_trigger`, cached by expression)."""
+    return parsed_trigger(spec.expression, spec.timezone, spec.start_ms, spec.end_ms, created_at)
 
 
 def flex_offset_ms(group: str, name: str, occurrence: int, window_minutes: int | None) -> int:
@@ -85,33 +63,6 @@ def flex_offset_ms(group: str, name: str, occurrence: int, window_minutes: int |
         return 0
     digest = hashlib.blake2b(f"{group}/{name}/{occurrence}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") % (window_minutes * 60_000)
-
-
-def check_email_target(store: ScheduleServiceStore, target: Target,
-                       known_templates: set[str] | None = None,
-                       sender_check: Callable[[EmailMessage], None] | None = None, *,
-                       template_must_exist: bool = True) -> None:
-    """The input must be a SendEmail document (checked with sample context values, which
-    are only known at firing) naming a template that exists, unless `template_must_exist`
-    is False (the Scheduler API: a template missing at firing is that delivery's
-    failure). `known_templates` remembers templates already found, so a bulk creation
-    looks each one up once."""
-    if not target.input:
-        raise ValidationError("Target.Input", "an email target needs a SendEmail document")
-    sample = FiringContext("arn:aws:scheduler:::schedule/default/sample", "default", "sample",
-                           0, "00000000-0000-0000-0000-000000000000")
-    msg = parse_send_email(render_input(target.input, sample, 1))
-    if sender_check is not None:
-        sender_check(msg)  # a verified identity (email/identities.py)
-    if msg.template is not None and template_must_exist and (
-            known_templates is None or msg.template not in known_templates):
-        try:
-            store.get_template(msg.template)
-        except TemplateNotFound:
-            raise ValidationError("Target.Input.Content.Template.TemplateName",
-                                  f"template {msg.template!r} does not exist") from None
-        if known_templates is not None:
-            known_templates.add(msg.template)
 
 
 def first_occurrence(trigger: Trigger, now: int) -> int | None:
@@ -165,25 +116,10 @@ class ScheduleService(ScheduleGroups):
                       known_templates: set[str] | None = None, *,
                       target_must_exist: bool = True) -> None:
         target = spec.target
-        if target.kind is TargetKind.WEBHOOK:
-            self.webhook_guard.check_url(target.destination)
-        if target.kind is TargetKind.EMAIL:
-            check_email_target(self.store, target, known_templates, self.sender_check,
-                               template_must_exist=target_must_exist)
-        if target.kind is TargetKind.QUEUE:
-            if target.destination in INTERNAL_QUEUES:
-                raise ValidationError("Target.Arn", f"queue {target.destination!r} is tidings'"
-                                      " own and takes no schedule's messages")
-            try:
-                queue = self.queue_lookup(target.destination)
-            except QueueNotFound:
-                if not target_must_exist:
-                    return  # AWS: checked when invoked (the dispatcher retries, then DLQ)
-                raise ValidationError("Target.Arn",
-                                      f"queue {target.destination!r} does not exist") from None
-            if queue.attributes.fifo and not target.message_group_id:
-                raise ValidationError("Target.SqsParameters.MessageGroupId",
-                                      "is required for a FIFO queue target")
+        if not target_of(target).validate(target, TargetChecks(
+                self.store, self.queue_lookup, self.webhook_guard, self.sender_check,
+                target_must_exist, known_templates)):
+            return  # left to the first delivery, with what else it names
         if target.dead_letter_queue is not None:
             if target.dead_letter_queue in INTERNAL_QUEUES:
                 raise ValidationError("Target.DeadLetterConfig.Arn",
@@ -270,7 +206,7 @@ class ScheduleService(ScheduleGroups):
                 spec = spec.validated()
                 # Targets are checked once per distinct target, not once per schedule: a
                 # fan-out of a million rows usually names one queue.
-                if spec.target.kind is TargetKind.EMAIL:
+                if target_of(spec.target).checks_input:
                     # Each recipient's document is its own: parsed every time (cheap); only
                     # the template lookups are remembered, so the cache stays small.
                     self._check_target(spec, templates)
@@ -381,4 +317,5 @@ class ScheduleService(ScheduleGroups):
             self.notifier.notify(SCHEDULES_CHANNEL)
 
 
-__all__ = ["ScheduleService", "CreateResult", "ScheduleNotFound", "flex_offset_ms"]
+__all__ = ["ScheduleService", "CreateResult", "ScheduleNotFound", "check_email_target",
+           "flex_offset_ms"]

@@ -25,7 +25,6 @@ from tidings.model.schedules import (
     ActionAfterCompletion,
     ScheduleSpec,
     Target,
-    TargetKind,
     at_expression,
 )
 
@@ -101,8 +100,7 @@ def _schedule(t: Tidings, task: str, queue: str, ident: str, args: dict[str, Any
     name = "job-" + hashlib.sha256(f"{queue}\n{task}\n{ident}".encode()).hexdigest()[:40]
     spec = ScheduleSpec(
         name, at_expression(from_ms(due_ms)),
-        Target(TargetKind.QUEUE, queue, input=job_body(task, ident, args, once=True),
-               message_group_id=group),
+        Target.queue(queue, job_body(task, ident, args, once=True), message_group_id=group),
         group=JOBS_GROUP, action_after_completion=ActionAfterCompletion.DELETE,
         description=f"task {task}, job {ident}"[:512])
     ensure_group(t, JOBS_GROUP)

@@ -8,6 +8,8 @@ in `at.py`, `rate.py`, `parse.py` (cron syntax) and `cron.py` (cron evaluation a
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from tidings.errors import ValidationError
 from tidings.triggers.at import UTC, AtTrigger, parse_at
 from tidings.triggers.base import (
@@ -28,7 +30,10 @@ __all__ = [
     "RateTrigger",
     "Trigger",
     "next_fires",
+    "has_fraction_of_second",
+    "one_time",
     "parse_expression",
+    "schedule_trigger",
     "validate_expression",
 ]
 
@@ -82,3 +87,36 @@ def validate_expression(expression: str, timezone: str = "UTC") -> str:
         parse_cron(expression)
         return "cron"
     raise invalid(expression, "must be at(...), rate(...) or cron(...)")
+
+
+def one_time(expression: str) -> bool:
+    """An `at()`: it fires once, at the instant a schedule keeps as its next occurrence, so
+    firing it needs no parse (the dispatcher asks this once per firing)."""
+    return expression.startswith("at(")
+
+
+def has_fraction_of_second(expression: str) -> bool:
+    """An `at()` naming milliseconds: tidings' own faces take them, the AWS Scheduler API
+    keeps AWS's whole seconds and refuses them."""
+    return expression.startswith("at(") and "." in expression
+
+
+@lru_cache(maxsize=4096)
+def _shared_trigger(expression: str, timezone: str, start_ms: int | None,
+                    end_ms: int | None, anchor_ms: int | None) -> Trigger:
+    """Parsed triggers are cached: many schedules share an expression (fan-outs, crons)."""
+    return parse_expression(expression, timezone, start_ms, end_ms, anchor_ms)
+
+
+def schedule_trigger(expression: str, timezone: str, start_ms: int | None,
+                     end_ms: int | None, created_at: int) -> Trigger:
+    """The trigger of a stored schedule, parsed once per distinct expression and bounds.
+
+    `created_at` anchors a `rate()` without a StartDate; the other kinds ignore it, so it
+    is left out of their cache key (shared across schedules created at other times)."""
+    if one_time(expression):
+        # Each one-shot has its own instant: caching it would only push out the shared
+        # crons and rates (and parsing an at() in UTC costs less than the cache lookup).
+        return parse_expression(expression, timezone)
+    anchor = created_at if start_ms is None and expression.startswith("rate(") else None
+    return _shared_trigger(expression, timezone, start_ms, end_ms, anchor)

@@ -29,7 +29,7 @@ from starlette.routing import Route
 from tidings.client import Tidings
 from tidings.errors import TidingsError, ValidationError
 from tidings.model.queues import check_range
-from tidings.model.schedules import DEFAULT_GROUP, Schedule, TargetKind
+from tidings.model.schedules import DEFAULT_GROUP, Schedule
 from tidings.runtime.bridge import Bridge
 from tidings.server.aws.arns import Naming
 from tidings.server.aws.auth import Authenticator
@@ -51,6 +51,7 @@ from tidings.server.aws.scheduler_shapes import (
 )
 from tidings.server.errors import error_info
 from tidings.server.limits import SCHEDULER_MAX_BODY
+from tidings.targets.registry import target_of
 
 log = logging.getLogger("tidings.scheduler")
 
@@ -155,7 +156,7 @@ class SchedulerApi:
             schedule = await self.bridge.run(functools.partial(save, target_must_exist=False),
                                              spec)
         except ValidationError as exc:
-            if spec.target.kind is not TargetKind.EMAIL or exc.field.startswith("Target."):
+            if not target_of(spec.target).checks_input or exc.field.startswith("Target."):
                 raise
             # The SendEmail document is checked on its own terms (FromEmailAddress, ...);
             # here it is the schedule's Target.Input, and the message says so.

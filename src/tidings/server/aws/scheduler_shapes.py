@@ -40,9 +40,10 @@ from tidings.model.schedules import (
     ScheduleSpec,
     ScheduleState,
     Target,
-    TargetKind,
 )
 from tidings.server.aws.arns import Naming, name_from_arn, name_from_url
+from tidings.targets.registry import target_of
+from tidings.triggers import has_fraction_of_second
 
 UNIVERSAL_SQS_SEND = "arn:aws:scheduler:::aws-sdk:sqs:sendMessage"
 UNIVERSAL_SES_SEND = "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"
@@ -159,7 +160,7 @@ class Shapes:
         target = _obj(doc, "Target", "Target", required=True)
         assert target is not None
         expression = _str(doc, "ScheduleExpression", "ScheduleExpression", required=True) or ""
-        if expression.startswith("at(") and "." in expression:
+        if has_fraction_of_second(expression):
             # tidings' own faces take milliseconds; the AWS API keeps AWS's syntax
             raise ValidationError("ScheduleExpression",
                                   "a one-time schedule is at(yyyy-mm-ddThh:mm:ss)")
@@ -211,8 +212,8 @@ class Shapes:
         common: dict[str, Any] = {"retry_policy": policy, "dead_letter_queue": dlq,
                                   "role_arn": role, "arn": arn}
         if arn.startswith("arn:") and arn.split(":")[2:3] == ["sqs"]:
-            return Target(TargetKind.QUEUE, name_from_arn(arn, "Target.Arn"), input=text,
-                          message_group_id=group_id, **common)
+            return Target.queue(name_from_arn(arn, "Target.Arn"), text,
+                                message_group_id=group_id, **common)
         if sqs_doc is not None:
             raise ValidationError("Target.SqsParameters", "applies to SQS queue targets only")
         if arn == UNIVERSAL_SQS_SEND:
@@ -220,14 +221,14 @@ class Shapes:
         if arn == UNIVERSAL_SES_SEND:
             if text is None:
                 raise ValidationError("Target.Input", "is required: the SendEmail request")
-            return Target(TargetKind.EMAIL, "", input=text, **common)
+            return Target.email(text, **common)
         match = _LAMBDA_ARN_RE.match(arn)
         if match:
             function = match.group(1)
             url = self.webhooks.get(function)
             if url is not None:
-                return Target(TargetKind.WEBHOOK, url, input=text, **common)
-            return Target(TargetKind.FUNCTION, function, input=text, **common)
+                return Target.webhook(url, text, **common)
+            return Target.function(function, text, **common)
         raise ValidationError("Target.Arn", f"{arn!r} is not a target tidings delivers to: an "
                               "SQS queue ARN, a Lambda function ARN, or the universal targets "
                               f"{UNIVERSAL_SQS_SEND} and {UNIVERSAL_SES_SEND}")
@@ -254,8 +255,8 @@ class Shapes:
         if not body:
             raise ValidationError("Target.Input.MessageBody", "must not be empty")
         group_id = _str(params, "MessageGroupId", "Target.Input.MessageGroupId")
-        return Target(TargetKind.QUEUE, queue, input=body, message_group_id=group_id,
-                      options={_AWS_INPUT_OPTION: text}, **common)
+        return Target.queue(queue, body, message_group_id=group_id,
+                            options={_AWS_INPUT_OPTION: text}, **common)
 
     # responses --------------------------------------------------------------------------
 
@@ -263,14 +264,7 @@ class Shapes:
         """The ARN a request gave, or one naming the target (schedules made natively)."""
         if target.arn:
             return target.arn
-        if target.kind is TargetKind.QUEUE:
-            return self.naming.queue_arn(target.destination)
-        if target.kind is TargetKind.FUNCTION:
-            n = self.naming
-            return f"arn:aws:lambda:{n.region}:{n.account_id}:function:{target.destination}"
-        if target.kind is TargetKind.EMAIL:
-            return UNIVERSAL_SES_SEND
-        return target.destination  # a webhook: its URL is the only name it has
+        return target_of(target).aws_arn(target, self.naming.region, self.naming.account_id)
 
     def target_out(self, target: Target) -> dict[str, Any]:
         out: dict[str, Any] = {"Arn": self.target_arn(target)}
@@ -285,7 +279,7 @@ class Shapes:
             "MaximumRetryAttempts": target.retry_policy.maximum_retry_attempts}
         if target.dead_letter_queue:
             out["DeadLetterConfig"] = {"Arn": self.naming.queue_arn(target.dead_letter_queue)}
-        if (target.kind is TargetKind.QUEUE and target.message_group_id
+        if (target_of(target).writes_queue and target.message_group_id
                 and _AWS_INPUT_OPTION not in target.options):
             out["SqsParameters"] = {"MessageGroupId": target.message_group_id}
         return out

@@ -23,6 +23,7 @@ from tidings.model.schedules import (
     Target,
     TargetKind,
 )
+from tidings.targets.registry import native_kinds
 from tidings.triggers import next_fires, parse_expression
 from tidings.triggers.base import resolve_zone
 
@@ -30,7 +31,7 @@ from tidings.triggers.base import resolve_zone
 MAX_OCCURRENCES = 100
 
 #: Target kinds the native API and CLI accept (email targets come with the email service).
-_KINDS = frozenset({TargetKind.QUEUE.value, TargetKind.WEBHOOK.value, TargetKind.FUNCTION.value})
+_KINDS = frozenset(native_kinds())
 
 
 def parse_instant(value: str | None, field: str) -> int | None:
