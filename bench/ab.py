@@ -4,11 +4,12 @@
                        [--bench "queue_throughput.py --n 50000" ...] [--pg URL]
 
 Checks each revision out into a worktree of its own in a temporary folder (`git worktree
-add --detach`, removed at the end), then runs every benchmark A, B, A, B … (`--rounds`
-pairs) on each backend, each run in its own revision's tree with its own `bench/` script
+add --detach`, removed at the end), then runs every benchmark A, B, B, A, A, B …
+(`--rounds` pairs) on each backend, each run in its own revision's tree with its own `bench/` script
 and `src/` (PYTHONPATH), so a change to a benchmark script is part of what is compared.
-Alternating spreads the machine's drift (other load, thermal, caches) over both sides
-instead of charging it to whichever ran second.
+Alternating, and swapping which side goes first every other round, spreads the
+machine's drift (other load, thermal, caches) over both sides instead of charging it to
+whichever ran second.
 
 Backends: a benchmark run without `--db` makes a SQLite file in a temporary folder; for
 PostgreSQL each run gets `--db` with a schema of its own, made before and dropped after
@@ -176,7 +177,10 @@ def main() -> None:
             for backend in backends:
                 runs: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
                 for r in range(args.rounds):
-                    for side, tree in zip("ab", trees, strict=True):
+                    # A,B then B,A: a load that rises (or falls) through the rounds
+                    # weighs on both sides alike rather than always on B.
+                    order = list(zip("ab", trees, strict=True))
+                    for side, tree in order if r % 2 == 0 else order[::-1]:
                         began = time.monotonic()
                         try:
                             if backend == "postgres":
