@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+import threading
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -17,6 +18,7 @@ from tidings.ops.audit import AuditService
 from tidings.ops.overview import OverviewService
 from tidings.queues.receiving import CROSS_PROCESS_POLL_S
 from tidings.queues.service import QueueService
+from tidings.runtime.bridge import Bridge
 from tidings.schedules.firing_log import FiringLog
 from tidings.schedules.search import ScheduleSearch
 from tidings.schedules.service import ScheduleService
@@ -48,6 +50,8 @@ class Tidings(AbstractContextManager["Tidings"]):
         start (`TIDINGS_SQLITE_CHECK`), not every short-lived handle (a CLI command, your
         web process)."""
         self.settings = settings or Settings.from_env(db=url)
+        self._bridge: Bridge | None = None
+        self._bridge_lock = threading.Lock()
         self.clock: Clock = clock or (SteppedClock(self.settings.clock_offset_file)
                                       if self.settings.clock_offset_file else SystemClock())
         self.store: Store = open_store(self.settings.db, now=self.clock.now_ms(),
@@ -93,12 +97,26 @@ class Tidings(AbstractContextManager["Tidings"]):
         """How many store calls may usefully run at once (1 on SQLite: one writer)."""
         return max(self.store.max_concurrency, 1)
 
+    @property
+    def bridge(self) -> Bridge:
+        """How async code on this handle reaches the store (`send_async` of a task): a
+        bridge sized by the store, made on first use. A node builds its own for its loops
+        and HTTP API (node.py)."""
+        with self._bridge_lock:
+            if self._bridge is None:
+                self._bridge = Bridge.for_store(self.store)
+            return self._bridge
+
     def webhook_secret(self) -> bytes:
         if self.settings.webhook_secret:
             return self.settings.webhook_secret.encode()
         return self.store.get_or_create_secret("webhook-secret", secrets.token_bytes(32))
 
     def close(self) -> None:
+        with self._bridge_lock:
+            bridge, self._bridge = self._bridge, None
+        if bridge is not None:
+            bridge.close()
         close = getattr(self.notifier, "close", None)
         if close is not None:
             close()

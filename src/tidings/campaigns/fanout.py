@@ -10,9 +10,9 @@ Rules (documented for users in docs/campaigns.md):
   checked step name and a sanitised id, one checked group, window and document shape), the
   email document is checked against the SendEmail parser and the template once per
   template rather than once per recipient, and the instant is the one `at()` gives
-  (`fanout_timing.py`), with the same flexible offset (`flex_offset_ms`). Rows are plain
-  tuples with the target's JSON written around each document, which keeps a row at a few
-  microseconds.
+  (`fanout_timing.py`), with the same flexible offset (`flex_offset_ms`). Rows are
+  `ScheduleRow` NamedTuples built through their constructor, with the target's JSON
+  written around each document, which keeps a row at a few microseconds.
 - A step whose time is less than `PAST_MARGIN_MS` away is not created (`skipped_past`):
   a self-deleting schedule that already fired no longer exists, so creating it again on a
   re-run would send the same email twice.
@@ -69,7 +69,6 @@ class FanoutStore(CampaignStore, EmailStore, ScheduleStore, StoreRuntime, Protoc
     checks, and how the store runs."""
 
 PAST_MARGIN_MS = 2_000
-new_row = tuple.__new__
 # The stored form of a campaign's email target is '{"destination":"","input":<doc>,
 # "kind":"email","options":{"unsubscribe":true}}' (`target_text`, keys sorted): each row's
 # is written around its own document. A campaign is bulk mail: every message carries the
@@ -278,11 +277,9 @@ class _Run:
                 due = instant + (int.from_bytes(blake2b(
                     f"{group}/{name}/{instant}".encode(), digest_size=8).digest(), "big")
                     % window_ms if window_ms else 0)
-                # tuple.__new__ skips the NamedTuple's Python-level __new__ (what _make
-                # does): half the cost per row, on the fan-out's hottest line.
-                out.append(new_row(ScheduleRow, (
+                out.append(ScheduleRow(
                     group, name, enabled, expression, tz, None, None, flex, target, delete,
-                    self._description[i], None, instant, due, created, created)))
+                    self._description[i], None, instant, due, created, created))
             yield from out
 
 

@@ -357,8 +357,8 @@ class EmailService:
                     # A job of its own (the first one's key is done), the same delivery.
                     job = {**json.loads(d.document), "resent_at": now,
                            "id": f"{d.id}/resend-{now}"}
-                    resends.append((d, self.queues.new_message(queue, json.dumps(job),
-                                                               now=now)))
+                    resends.append((d, self.queues.ops.new_message(queue, json.dumps(job),
+                                                                   now=now)))
                 won = self.store.resend_deliveries(resends, queue.id, now)
                 outcome.resent += sum(won)
                 outcome.skipped.extend((d.id, "changed meanwhile (resent already?)")

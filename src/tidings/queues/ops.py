@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tidings.clock import Clock
 from tidings.errors import BatchError, QueueNotFound, TidingsError, ValidationError
 from tidings.model.digests import MessageAttributeValue, md5_of_attributes
 from tidings.model.messages import (
+    NewMessage,
     OutgoingMessage,
     ReceivedMessage,
     SendResult,
@@ -205,6 +206,20 @@ class QueueOps:
         if isinstance(outcome, TidingsError):
             raise outcome
         return outcome
+
+    def new_message(self, record: QueueRecord, body: str, *, now: int,
+                    group_id: str | None = None, deduplication_id: str | None = None,
+                    attributes: Mapping[str, MessageAttributeValue] | None = None,
+                    scheduled_at: int | None = None) -> NewMessage:
+        """A message the engine itself writes (a firing, a resend) in a transaction of its
+        own making: validated against the queue as a send would be, visible at once."""
+        a = record.attributes
+        return prepare(
+            OutgoingMessage(body, 0 if not a.fifo else None, attributes or {},
+                            group_id if a.fifo else None, deduplication_id if a.fifo else None),
+            now=now, fifo=a.fifo, content_based_dedup=a.content_based_deduplication,
+            default_delay_s=0 if not a.fifo else a.delay_s, max_delay_s=0 if not a.fifo else 900,
+            max_bytes=a.max_message_bytes, retention_s=a.retention_s, scheduled_at=scheduled_at)
 
     # maintenance (the sweeper; time travel runs it at each stop) -------------------------------
 

@@ -29,12 +29,10 @@ from tidings.errors import (
 )
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.messages import (
-    NewMessage,
     OutgoingMessage,
     ReceivedMessage,
     SendResult,
     StoredMessage,
-    prepare,
     validate_batch_ids,
 )
 from tidings.model.paging import page_after, page_token
@@ -308,20 +306,6 @@ class QueueService:
         self._refuse_internal(queue, "sent to")
         return self.ops.send(self.ops.get_queue_cached(queue), messages, max_delay_s=max_delay_s,
                              max_total_bytes=max_total_bytes, connection=connection)
-
-    def new_message(self, record: QueueRecord, body: str, *, now: int,
-                    group_id: str | None = None, deduplication_id: str | None = None,
-                    attributes: Mapping[str, MessageAttributeValue] | None = None,
-                    scheduled_at: int | None = None) -> NewMessage:
-        """A message the engine itself writes (a firing, a resend) in a transaction of its
-        own making: validated against the queue as a send would be, visible at once."""
-        a = record.attributes
-        return prepare(
-            OutgoingMessage(body, 0 if not a.fifo else None, attributes or {},
-                            group_id if a.fifo else None, deduplication_id if a.fifo else None),
-            now=now, fifo=a.fifo, content_based_dedup=a.content_based_deduplication,
-            default_delay_s=0 if not a.fifo else a.delay_s, max_delay_s=0 if not a.fifo else 900,
-            max_bytes=a.max_message_bytes, retention_s=a.retention_s, scheduled_at=scheduled_at)
 
     # receiving and acknowledging (receiving.py) ----------------------------------------------
 

@@ -12,12 +12,20 @@ kernel preempt the loop (bench/aws_api.py, receive + delete pairs: ~40 % more pa
 ~20 % less CPU per pair on the loop's thread). The price: while another process holds
 the database's write lock (a CLI command's transaction), such a call waits for it on the
 loop's thread (busy_timeout) rather than on the store's.
+
+A long call (`run_long`: a fan-out reading its request body for minutes) goes to threads
+of its own, `LONG_WORKERS` of them made on first use: on the store's pool it would hold
+SQLite's one thread, and every short call of the API would queue behind it. It still
+reaches the store through the store's own lock, one transaction at a time, so short calls
+interleave with its chunks. The bridge is the one way from async code to the sync store
+(`asyncio.to_thread` would be a second, unsized one: tests/unit/test_source_rules.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
@@ -26,6 +34,8 @@ if TYPE_CHECKING:
     from tidings.store.base import StoreRuntime
     from tidings.store.driver import ConnectionLock
 
+#: Threads for long calls (`run_long`): concurrent fan-outs beyond it wait their turn.
+LONG_WORKERS = 4
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -34,6 +44,8 @@ class Bridge:
     def __init__(self, max_workers: int, *, inline_lock: ConnectionLock | None = None) -> None:
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix="tidings-store")
         self._inline_lock = inline_lock
+        self._long: ThreadPoolExecutor | None = None
+        self._long_lock = threading.Lock()
 
     @classmethod
     def for_store(cls, store: StoreRuntime) -> Bridge:
@@ -58,8 +70,22 @@ class Bridge:
                 lock.release()
         return await self.run(fn, *args, **kwargs)
 
+    async def run_long(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """`run` for a call that may take seconds to minutes (a fan-out): on the bridge's
+        long-call threads, so the store's pool stays free for short calls."""
+        with self._long_lock:
+            if self._long is None:
+                self._long = ThreadPoolExecutor(LONG_WORKERS, thread_name_prefix="tidings-long")
+            pool = self._long
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(pool, functools.partial(fn, *args, **kwargs))
+
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        with self._long_lock:
+            long, self._long = self._long, None
+        if long is not None:
+            long.shutdown(wait=True)
 
 
 class InlineExecutor(Executor):

@@ -355,6 +355,6 @@ class Dispatcher:
                  dedup: str | None, now: int,
                  attributes: dict[str, MessageAttributeValue] | None = None, *,
                  scheduled_at: int | None = None) -> TargetMessage:
-        return TargetMessage(queue.id, queue.attributes.fifo, self.queues.new_message(
+        return TargetMessage(queue.id, queue.attributes.fifo, self.queues.ops.new_message(
             queue, body, now=now, group_id=group_id, deduplication_id=dedup,
             attributes=attributes, scheduled_at=scheduled_at))

@@ -7,7 +7,6 @@ boto3 or the HTTP API) runs it too. Calling the task directly still calls the fu
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 from collections.abc import Callable
@@ -103,16 +102,20 @@ class Task:
         return self._send(to_ms(when, "when"), args, kwargs, job_id, connection)
 
     async def send_async(self, *args: Any, **kwargs: Any) -> JobHandle:
-        """`send` for asyncio code: the database work runs on a thread, not the loop."""
-        return await asyncio.to_thread(functools.partial(self.send, *args, **kwargs))
+        """`send` for asyncio code: the database work runs through the client's bridge
+        (`Tidings.bridge`, sized by the store), not on the loop, and not on a thread of
+        asyncio's default pool, which nothing sizes for the store."""
+        return await self.app.client().bridge.run(functools.partial(self.send, *args,
+                                                                    **kwargs))
 
     async def send_in_async(self, delay: timedelta | float, *args: Any,
                             **kwargs: Any) -> JobHandle:
-        return await asyncio.to_thread(functools.partial(self.send_in, delay, *args,
-                                                         **kwargs))
+        return await self.app.client().bridge.run(functools.partial(self.send_in, delay,
+                                                                    *args, **kwargs))
 
     async def send_at_async(self, when: datetime, *args: Any, **kwargs: Any) -> JobHandle:
-        return await asyncio.to_thread(functools.partial(self.send_at, when, *args, **kwargs))
+        return await self.app.client().bridge.run(functools.partial(self.send_at, when,
+                                                                    *args, **kwargs))
 
     def _send(self, due_ms: int | None, args: tuple[Any, ...], kwargs: dict[str, Any],
               job_id: Any, connection: Any) -> JobHandle:

@@ -125,7 +125,7 @@ def test_of_two_passes_that_claimed_a_row_only_the_first_to_complete_fires_it(
     jobs = t.store.get_queue("jobs")
 
     def fire(s: Schedule, body: str) -> Firing:
-        message = t.queues.new_message(jobs, body, now=clock.now_ms())
+        message = t.queues.ops.new_message(jobs, body, now=clock.now_ms())
         return _fire(s, messages=[TargetMessage(jobs.id, False, message)])
 
     with t.store.firing_pass(clock.now_ms(), 10, 10_000) as first:
@@ -196,7 +196,7 @@ def test_a_change_in_the_millisecond_of_the_read_refuses_the_stale_completion(
     t.schedules.create(spec)
     with t.store.firing_pass(now, 10, 10_000) as p:
         [s] = p.schedules
-        planned = _fire(s, messages=[TargetMessage(jobs.id, False, t.queues.new_message(
+        planned = _fire(s, messages=[TargetMessage(jobs.id, False, t.queues.ops.new_message(
             jobs, "old input", now=now))])
         if change == "paused":
             changed = t.schedules.set_state("one", ScheduleState.DISABLED)

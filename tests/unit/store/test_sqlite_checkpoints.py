@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tidings.store.drivers.sqlite import (
+from tidings.store.drivers.sqlite import SQLiteDriver
+from tidings.store.drivers.sqlite_checkpoint import (
     FOREGROUND_CHECKPOINT_PAGES,
     WAL_SIZE_LIMIT_BYTES,
     Checkpointer,
-    SQLiteDriver,
 )
 
 
@@ -105,7 +105,7 @@ def test_keeping_the_wal_cached_leaves_sqlites_locks_alone(tmp_path: Path) -> No
 def test_wal_pages_the_os_dropped_are_read_back(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     # The driver's own thread must not read the WAL back before the test looks.
-    monkeypatch.setattr("tidings.store.drivers.sqlite.WAL_CACHE_EVERY_S", 1e12)
+    monkeypatch.setattr("tidings.store.drivers.sqlite_checkpoint.WAL_CACHE_EVERY_S", 1e12)
     path = str(tmp_path / "t.db")
     driver = SQLiteDriver(path, now=0)
     try:

@@ -150,8 +150,9 @@ async def fanout(
     reader = _BodyReader()
     feeding = asyncio.create_task(_feed(request, reader))
     try:
-        summary = await asyncio.to_thread(ctx.t.campaigns.fanout, io.BufferedReader(reader),
-                                          opts)
+        # A long call: the bridge's long-call threads, not the store's (runtime/bridge.py).
+        summary = await ctx.bridge.run_long(ctx.t.campaigns.fanout, io.BufferedReader(reader),
+                                            opts)
     finally:
         if not feeding.done():
             feeding.cancel()

@@ -1,15 +1,9 @@
 """The embedded SQLite driver: one file, WAL, one writer, no server.
 
-Durability: WAL with `synchronous=NORMAL`. A committed transaction survives the process
-being killed (-9) at any point, because the WAL is in the OS page cache before COMMIT
-returns; only a power loss or kernel crash can lose the last few commits. Users who need
-that too set `TIDINGS_SQLITE_SYNCHRONOUS=FULL` (an fsync per commit).
-
-Checkpoints (copying the WAL back into the database file, with its two fsyncs) run on a
-thread of their own with its own connection, a few times a second: a commit that had to
-run one itself waited on its copying and fsyncs (tens of ms, hundreds on a busy disk),
-which showed as the long tail of a job's lateness and as a slower create call. A writer
-still checkpoints by itself if the WAL ever reaches `FOREGROUND_CHECKPOINT_PAGES`.
+Opening the file (what may be made, the pragmas, durability) is `sqlite_open.py`'s job;
+copying the WAL back into the file off the committing thread is `sqlite_checkpoint.py`'s;
+the checks for damage are `sqlite_file.py`'s. This module holds the transactions and the
+statements that differ from PostgreSQL's.
 
 Damage: a node opens the file with `check="quick"` (or "full"), which reads all of it
 with SQLite's `quick_check` (or `integrity_check`) before anything is written (the
@@ -39,38 +33,25 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tidings.errors import DatabaseNotFound, StoreCorrupt, StoreUnavailable, ValidationError
+from tidings.errors import StoreCorrupt, StoreUnavailable, ValidationError
 from tidings.store.driver import ConnectionLock, Row
 from tidings.store.drivers import sqlite_file
+from tidings.store.drivers.sqlite_checkpoint import Checkpointer
+from tidings.store.drivers.sqlite_open import (
+    TRANSIENT,
+    check_options,
+    connect,
+    prepare_file,
+    raise_if_unwritable,
+    shown,
+)
 from tidings.store.drivers.writer_lock import WriterLock
 from tidings.store.migrate import Create, migrate
 from tidings.store.sqlfiles import queries
 
-SYNCHRONOUS = ("NORMAL", "FULL", "EXTRA")
-#: What `check` may ask for at open (TIDINGS_SQLITE_CHECK).
-CHECKS = ("quick", "full", "off")
-#: How often the checkpointer thread looks for WAL frames to copy back.
-CHECKPOINT_EVERY_S = 0.1
-#: WAL pages (4 KiB) at which a committing writer checkpoints by itself (SQLite's
-#: wal_autocheckpoint): the fallback for when the checkpointer cannot keep up or is gone
-#: (a forked child). Never reached while it keeps up.
-FOREGROUND_CHECKPOINT_PAGES = 10_000
-#: A WAL file that grew past this (a burst the checkpointer trailed) is cut back to it
-#: when the log restarts, so the file on disk does not keep its peak size.
-WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024
-#: How often the checkpointer asks the OS to keep the WAL's pages in memory (see
-#: `Checkpointer.keep_wal_cached`).
-WAL_CACHE_EVERY_S = 5.0
-#: Result codes (and their extended forms, e.g. SQLITE_IOERR_WRITE) that say "not now".
-_TRANSIENT = ("SQLITE_FULL", "SQLITE_IOERR", "SQLITE_BUSY", "SQLITE_LOCKED")
-#: Result codes that say this process may not write the database, and how to say so.
-_UNWRITABLE = (("SQLITE_READONLY", "it is read-only to this process"),
-               ("SQLITE_CANTOPEN", "it cannot be opened"),
-               ("SQLITE_PERM", "permission denied"))
 log = logging.getLogger("tidings.sqlite")
 
 
@@ -86,14 +67,10 @@ class SQLiteDriver:
         "full" runs SQLite's `quick_check` or `integrity_check` over the whole file before
         anything writes to it (what a node does at start, docs/operations.md); "off" opens
         it as it is."""
-        if synchronous.upper() not in SYNCHRONOUS:
-            raise ValidationError("TIDINGS_SQLITE_SYNCHRONOUS",
-                                  f"must be one of {', '.join(SYNCHRONOUS)}")
-        if check not in CHECKS:
-            raise ValidationError("TIDINGS_SQLITE_CHECK", f"must be one of {', '.join(CHECKS)}")
+        check_options(synchronous, check)
         self.path = path
         # (absolute, for the start-up log: the default is relative to the working directory)
-        self.url = f"sqlite:///{_shown(path)}"
+        self.url = f"sqlite:///{shown(path)}"
         self.queries = queries(self.name)
         if path != ":memory:":
             prepare_file(path, create)
@@ -108,27 +85,11 @@ class SQLiteDriver:
         self._writer = WriterLock(path)
         conn: sqlite3.Connection | None = None
         try:
-            conn = self._conn = sqlite3.connect(path, isolation_level=None,
-                                                check_same_thread=False, timeout=30.0)
-            for pragma in ("PRAGMA journal_mode=WAL",
-                           f"PRAGMA synchronous={synchronous.upper()}",
-                           "PRAGMA busy_timeout=30000",
-                           # Bounded (32 MB by default), so the RSS does not follow
-                           # the database's size. A pass firing thousands of schedules
-                           # created in random order reads and writes a random page of
-                           # the schedules table and of its name index per firing: with
-                           # a million schedules (~400 MB) most missed this cache, and
-                           # a firing cost ~72 us of the store thread instead of ~62
-                           # (bench/delayed_jobs.py, TIDINGS_SQLITE_CACHE_MB).
-                           f"PRAGMA cache_size=-{int(cache_mb) * 1024}",
-                           "PRAGMA temp_store=MEMORY",
-                           f"PRAGMA wal_autocheckpoint={FOREGROUND_CHECKPOINT_PAGES}",
-                           f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT_BYTES}"):
-                conn.execute(pragma)
+            conn = self._conn = connect(path, synchronous=synchronous, cache_mb=cache_mb)
             if check != "off":
                 self._check_file(full=check == "full")
             with self._lock:
-                migrate(self, now, where=_shown(path), create=create)
+                migrate(self, now, where=shown(path), create=create)
             self._checkpointer = None if path == ":memory:" else Checkpointer(path)
         except BaseException as exc:
             # Refused (a newer schema, no database, damage) or failed: nothing stays open.
@@ -138,8 +99,8 @@ class SQLiteDriver:
             if isinstance(exc, sqlite3.Error):
                 if sqlite_file.corruption(exc):
                     raise StoreCorrupt(self._damaged(exc)) from exc
-                self._raise_if_unwritable(exc)
-                raise StoreUnavailable(f"cannot open SQLite database {_shown(path)!r}: "
+                raise_if_unwritable(path, exc)
+                raise StoreUnavailable(f"cannot open SQLite database {shown(path)!r}: "
                                        f"{exc}") from exc
             raise
 
@@ -235,24 +196,12 @@ class SQLiteDriver:
                 log.critical("%s: this process refuses every call on it from now on",
                              self.corrupt)
             raise StoreCorrupt(self.corrupt) from exc
-        self._raise_if_unwritable(exc)
+        raise_if_unwritable(self.path, exc)
         name = getattr(exc, "sqlite_errorname", "") or ""
-        if name.startswith(_TRANSIENT):
+        if name.startswith(TRANSIENT):
             raise StoreUnavailable(
                 f"SQLite database {self.path!r} cannot be written now ({name}: {exc});"
                 " retry later") from exc
-
-    def _raise_if_unwritable(self, exc: sqlite3.Error) -> None:
-        """A read-only file or folder (or one that cannot be opened): one line naming
-        them, instead of a traceback that ends in "attempt to write a readonly database"."""
-        name = getattr(exc, "sqlite_errorname", "") or ""
-        why = next((text for prefix, text in _UNWRITABLE if name.startswith(prefix)), None)
-        if why is not None:
-            file = Path(self.path).absolute()
-            raise StoreUnavailable(
-                f"cannot write the SQLite database {file}: {why} ({name}); check that this "
-                f"user may write the file and its folder {file.parent} (SQLite writes its "
-                "-wal and -shm files beside it)") from exc
 
     def close(self) -> None:
         if self._checkpointer is not None:
@@ -411,40 +360,6 @@ def _json_ints(values: list[int]) -> str:
     return f"[{','.join(map(str, values))}]"
 
 
-def _shown(path: str) -> str:
-    """The path in messages: absolute, since the default is relative to the working
-    directory, which a reader of the log may not know."""
-    return path if path == ":memory:" else str(Path(path).absolute())
-
-
-def prepare_file(path: str, create: Create) -> None:
-    """Refuse what opening `path` must not do (`Create`), before SQLite would make an
-    empty file there: a missing database where nothing may be created, a new one in a
-    folder that does not exist (a mistyped path, unless `Create.FOLDERS`), a file or
-    folder this user cannot write where the node is to write."""
-    file = Path(path).absolute()
-    folder = file.parent
-    if not file.exists():
-        if create is Create.NOTHING:
-            raise DatabaseNotFound(str(file), f"there is no tidings database at {file}: "
-                                   "check --db or TIDINGS_DB (`tidings migrate` or a node "
-                                   "makes a new one; this command does not)")
-        if not folder.is_dir():
-            if create is not Create.FOLDERS:
-                raise ValidationError("db", f"the folder {folder} does not exist, so {file} "
-                                      "would be a new, empty database: check the path, or "
-                                      "pass --create to make the folder (in Python: "
-                                      "create=Create.FOLDERS)")
-            folder.mkdir(parents=True, exist_ok=True)
-    if create is Create.NOTHING:
-        return  # reading a read-only file is fine; a write to it fails with its path
-    for target, what in ((file, "file"), (folder, "folder")):
-        if target.exists() and not os.access(target, os.W_OK):
-            raise StoreUnavailable(f"cannot write the SQLite database {file}: its {what} "
-                                   f"{target} is read-only to this user (SQLite writes the "
-                                   "file, and its -wal and -shm files beside it)")
-
-
 class _Autocommit:
     """What `SQLiteDriver.auto()` enters: the lock and the connection, transient errors
     made `StoreUnavailable`. A plain object rather than a generator context manager: a
@@ -477,71 +392,3 @@ class _Autocommit:
         self._driver._lock.release()
         if isinstance(exc, sqlite3.Error):
             self._driver._raise_if_transient(exc)
-
-
-class Checkpointer:
-    """Runs PASSIVE checkpoints on its own thread and connection. A passive checkpoint
-    never waits for (nor blocks) readers and writers, and sqlite3 releases the GIL while
-    it copies and syncs, so commits go on meanwhile. Durability is unchanged: what it
-    copies is committed already, and it syncs as SQLite's own checkpoint would.
-    https://www.sqlite.org/wal.html#application_initiated_checkpoints"""
-
-    def __init__(self, path: str, every_s: float = CHECKPOINT_EVERY_S) -> None:
-        self.every_s = every_s
-        self.path = path
-        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tidings-checkpoint",
-                                        daemon=True)
-        self._thread.start()
-
-    def checkpoint(self) -> tuple[int, int, int]:
-        """One pass: (busy, WAL frames, frames now in the database file)."""
-        busy, frames, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-        return int(busy), int(frames), int(copied)
-
-    def keep_wal_cached(self) -> int:
-        """Ask the OS to read back any of the WAL's first pages that it dropped, without
-        waiting for them: how many bytes were asked for. A write after a checkpoint
-        overwrites the WAL from its start, and a frame (4 KiB + 24 bytes) only partly
-        covers the pages it lands on, so each page it touches is read first if it is not
-        in memory. After a quiet spell (the OS drops clean pages nobody touched; a VM's
-        memory balloon within a minute or two) the first commits were 8x slower.
-
-        Only the WAL: closing a descriptor drops every POSIX lock this process holds on
-        that file, and SQLite keeps its locks on the database file and the `-shm` index
-        (another process that saw them gone would reset the index under this one: a
-        SIGBUS). It holds none on the WAL."""
-        if not hasattr(os, "posix_fadvise"):  # not on macOS: nothing to do there
-            return 0
-        try:
-            fd = os.open(self.path + "-wal", os.O_RDONLY)
-        except FileNotFoundError:
-            return 0  # not there yet
-        try:
-            size = min(os.fstat(fd).st_size, WAL_SIZE_LIMIT_BYTES)
-            # One call per MiB: the kernel's readahead takes at most a few MiB per call.
-            for offset in range(0, size, 1 << 20):
-                os.posix_fadvise(fd, offset, 1 << 20, os.POSIX_FADV_WILLNEED)
-            return size
-        finally:
-            os.close(fd)
-
-    def _run(self) -> None:
-        cached_at = 0.0
-        while not self._stop.wait(self.every_s):
-            try:
-                self.checkpoint()
-            except sqlite3.Error as exc:  # disk full, I/O error: the next pass tries again
-                log.debug("background checkpoint failed: %s", exc)
-            if time.monotonic() - cached_at >= WAL_CACHE_EVERY_S:
-                cached_at = time.monotonic()
-                try:
-                    self.keep_wal_cached()
-                except OSError as exc:
-                    log.debug("could not keep the WAL cached: %s", exc)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._conn.close()
