@@ -12,7 +12,7 @@ from tidings.targets.base import Target, TargetRegistry
 from tidings.targets.email_target import EmailTarget
 from tidings.targets.function import FunctionTarget
 from tidings.targets.queue import QueueTarget
-from tidings.targets.webhook import WebhookTarget
+from tidings.targets.webhook_target import WebhookTarget
 
 TARGETS = TargetRegistry([QueueTarget(), WebhookTarget(), FunctionTarget(), EmailTarget()])
 

@@ -22,16 +22,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
 from tidings.model.firings import FiringContext, scheduled_time_text
-from tidings.model.queues import DELIVERY_QUEUE
-from tidings.model.schedules import Target, TargetKind
-from tidings.targets.base import Attempt, DeliveryError, Outcomes, Reach, TargetChecks, one_by_one
+from tidings.model.schedules import Target
+from tidings.targets.base import DeliveryError
 from tidings.targets.guard import WebhookGuard
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -89,40 +87,3 @@ class WebhookSender:
 
     async def close(self) -> None:
         await self._client.aclose()
-
-
-class WebhookTarget:
-    kind: ClassVar[TargetKind] = TargetKind.WEBHOOK
-    writes_queue: ClassVar[bool] = False
-    delivery_queue: ClassVar[str] = DELIVERY_QUEUE
-    checks_input: ClassVar[bool] = False
-    logs_deliveries: ClassVar[bool] = False
-    native_fields: ClassVar[bool] = True
-
-    def validate(self, target: Target, checks: TargetChecks) -> bool:
-        """Refuse a URL naming an address webhooks may not reach (each delivery checks
-        again after resolving the name)."""
-        checks.webhook_guard.check_url(target.destination)
-        return True
-
-    def limits_key(self, target: Target) -> str:
-        """The host (and port) the requests go to: what a receiver's 429 is about."""
-        parts = urlsplit(target.destination)
-        try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:  # not a number: the delivery will say so; the key stays usable
-            port = 0
-        return f"webhook:{(parts.hostname or '').lower()}:{port}"
-
-    def aws_arn(self, target: Target, region: str, account: str) -> str:
-        return target.destination  # a webhook: its URL is the only name it has
-
-    async def deliver(self, batch: Sequence[Attempt], reach: Reach) -> Outcomes:
-        async def post(a: Attempt) -> str:
-            await reach.webhooks.send(a.target, a.body, a.ctx, a.attempt)
-            return "delivered"
-
-        return await one_by_one(batch, post)
-
-    async def gave_up(self, attempt: Attempt, failure: DeliveryError, reach: Reach) -> None:
-        return None
