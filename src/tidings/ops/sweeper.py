@@ -3,8 +3,10 @@ the firing history's trim, and reclaiming deleted rows' space where the database
 (`Store.reclaim_space`).
 
 A sweep runs every `interval_s` (TIDINGS_SWEEP_INTERVAL_S), and once a second while a move
-task moves messages (they advance at their rate); a move task started anywhere wakes it
-(`MOVES_CHANNEL`). An idle node sweeps at the interval and wakes for nothing else."""
+task moves messages (they advance at their rate); a move task started by this process, or
+by any process of its SQLite file, wakes it (`MOVES_CHANNEL`; on PostgreSQL one started on
+another node starts at that node's sweep, or this one's). An idle node sweeps at the
+interval and wakes for nothing else."""
 
 from __future__ import annotations
 
