@@ -40,16 +40,18 @@ import tidings
 app = tidings.App(queue="xp", db=os.environ["XP_DB"])
 LOG = os.environ["XP_LOG"]
 _lines = []
-_lock = threading.Lock()
+_lock = threading.Condition()
 
 def _flush():
+    # Writes in batches while jobs run, and sleeps while none do (it is part of the
+    # node's process: a timer here would count in the node's idle CPU).
     while True:
-        time.sleep(0.2)
         with _lock:
+            _lock.wait_for(lambda: _lines)
             out, _lines[:] = "".join(_lines), []
-        if out:
-            with open(LOG, "a") as f:
-                f.write(out)
+        with open(LOG, "a") as f:
+            f.write(out)
+        time.sleep(0.2)
 
 threading.Thread(target=_flush, daemon=True).start()
 
@@ -58,6 +60,7 @@ def hit(kind: str, i: int, at: float) -> None:
     started = time.time_ns() / 1e6
     with _lock:
         _lines.append(f"{kind} {i} {started - at:.3f}\\n")
+        _lock.notify()
 '''
 
 

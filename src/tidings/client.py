@@ -12,7 +12,7 @@ from tidings.campaigns.views import CampaignViews
 from tidings.clock import Clock, SteppedClock, SystemClock
 from tidings.email.service import EmailService
 from tidings.model.receipts import ReceiptSigner
-from tidings.notify.base import Notifier
+from tidings.notify.base import Notifier, wake_horizon_ms
 from tidings.notify.local import LocalNotifier
 from tidings.ops.audit import AuditService
 from tidings.ops.overview import OverviewService
@@ -52,12 +52,15 @@ class Tidings(AbstractContextManager["Tidings"]):
         self.settings = settings or Settings.from_env(db=url)
         self._bridge: Bridge | None = None
         self._bridge_lock = threading.Lock()
+        # Schedules due within it wake the dispatchers (notify.base.wake_horizon_ms).
+        self.wake_horizon_ms = wake_horizon_ms(self.settings.poll_fallback_s)
         self.clock: Clock = clock or (SteppedClock(self.settings.clock_offset_file)
                                       if self.settings.clock_offset_file else SystemClock())
         self.store: Store = open_store(self.settings.db, now=self.clock.now_ms(),
                                        sqlite_synchronous=self.settings.sqlite_synchronous,
                                        sqlite_cache_mb=self.settings.sqlite_cache_mb,
-                                       create=create, check=check)
+                                       create=create, check=check,
+                                       wake_horizon_ms=self.wake_horizon_ms)
         self.notifier: Notifier = notifier or default_notifier(self.settings.db)
         secret = self.settings.secret
         key = secret.encode() if secret else self.store.get_or_create_secret(
@@ -73,7 +76,8 @@ class Tidings(AbstractContextManager["Tidings"]):
             arn_prefix=f"arn:aws:scheduler:{self.settings.region}:{self.settings.account_id}",
             queue_lookup=self.queues.get_queue_cached,
             webhook_guard=WebhookGuard.from_settings(self.settings),
-            sender_check=self.email.identities.check_sender)
+            sender_check=self.email.identities.check_sender,
+            wake_horizon_ms=self.wake_horizon_ms)
         self.campaigns = CampaignService(self.store, self.clock, self.notifier, self.schedules,
                                          email_rate_per_s=self.settings.smtp_max_rate)
         self.overview = OverviewService(self.store, self.clock, self.queues)

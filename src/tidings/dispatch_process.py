@@ -44,12 +44,19 @@ from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
 from tidings.runtime import metrics
 from tidings.runtime.backoff import Backoff
 from tidings.runtime.health import Health
+from tidings.runtime.waits import first_of
 from tidings.settings import Settings, variable
 from tidings.store import Create
 
 log = logging.getLogger("tidings.dispatch_process")
 
 METRICS_EVERY_S = 0.5  # how stale the node's view of the child's counters may be
+#: ... after a pass that wrote messages; counters that moved without one (a firing skipped
+#: for its age, a drop) are reported within this, and an idle child wakes for nothing else.
+METRICS_FALLBACK_S = 30.0
+#: How long the node's forwarding of schedule wake-ups waits on its notifier between two
+#: looks at the pipe (it is cancelled when the child ends, so this is only a bound).
+FORWARD_CHECK_S = 60.0
 STOP_WAIT_S = 15.0  # a child still running this long after its stdin closed is killed
 STEADY_S = 30.0  # a child that ran this long died of something new: restart at once
 EXIT_SCHEMA_TOO_NEW = 3  # the child's exit code when a newer tidings migrated the database
@@ -76,14 +83,13 @@ class DispatcherProcess:
     """A service of the node (run/stop): keeps one dispatcher process running."""
 
     def __init__(self, settings: Settings, notifier: Notifier, *,
-                 idle_poll_s: float | None = None, health: Health | None = None) -> None:
+                 health: Health | None = None) -> None:
         self.settings = settings
         # "dispatcher" is failing from each start until the child says it is ready, while
         # the child's own dispatcher backs off (the reason it forwards), and from an exit
         # until the next child is ready: nothing fires meanwhile.
         self.health = health if health is not None else Health(export=False)
         self.notifier = notifier
-        self.idle_poll_s = idle_poll_s
         self.process: asyncio.subprocess.Process | None = None
         self.started = 0  # children started, for tests and the log
         self.ready = asyncio.Event()
@@ -122,8 +128,7 @@ class DispatcherProcess:
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
         self.process, self.started = proc, self.started + 1
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps({"settings": self.settings.values(),
-                                     "idle_poll_s": self.idle_poll_s}).encode() + b"\n")
+        proc.stdin.write(json.dumps({"settings": self.settings.values()}).encode() + b"\n")
         wakes = asyncio.create_task(self._forward_wakeups(proc.stdin))
         try:
             if self._stopping.is_set():
@@ -167,7 +172,7 @@ class DispatcherProcess:
         with contextlib.suppress(ConnectionError):
             while not stdin.is_closing():
                 seen = self.notifier.version(SCHEDULES_CHANNEL)
-                if await self.notifier.wait(SCHEDULES_CHANNEL, seen, 1.0):
+                if await self.notifier.wait(SCHEDULES_CHANNEL, seen, FORWARD_CHECK_S):
                     stdin.write(b"schedules\n")
                     await stdin.drain()
 
@@ -202,11 +207,13 @@ class _Wire:
 
 class _ForwardingNotifier:
     """The child dispatcher's notifier: its wake-ups (a queue it wrote into) reach the
-    node as well as this process."""
+    node as well as this process, and `moved` (from the store thread) tells the metrics
+    reporter that a pass counted something."""
 
-    def __init__(self, local: Notifier, wire: _Wire) -> None:
+    def __init__(self, local: Notifier, wire: _Wire, moved: Callable[[], None]) -> None:
         self._local = local
         self._wire = wire
+        self._moved = moved
 
     def version(self, channel: str) -> int:
         return self._local.version(channel)
@@ -214,6 +221,7 @@ class _ForwardingNotifier:
     def notify(self, channel: str) -> None:
         self._local.notify(channel)
         self._wire.send(f"n {channel}")
+        self._moved()
 
     async def wait(self, channel: str, seen: int, timeout: float) -> bool:
         return await self._local.wait(channel, seen, timeout)
@@ -232,10 +240,12 @@ def _read_wakeups(stdin: IO[bytes], notifier: Notifier, on_end: Callable[[], Non
     on_end()
 
 
-async def _report_metrics(wire: _Wire, stop: asyncio.Event) -> None:
-    """Every METRICS_EVERY_S, and once more when stopping, what moved since last time."""
+async def _report_metrics(wire: _Wire, stop: asyncio.Event, moved: asyncio.Event) -> None:
+    """What moved since last time: at most every METRICS_EVERY_S after a pass that wrote
+    messages (`moved`), else every METRICS_FALLBACK_S, and once more when stopping."""
     before: metrics.Snapshot | None = None
     while True:
+        moved.clear()
         now = metrics.forwarded_snapshot()
         delta = metrics.snapshot_delta(now, before)
         if delta is not None:
@@ -244,16 +254,24 @@ async def _report_metrics(wire: _Wire, stop: asyncio.Event) -> None:
         if stop.is_set():
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), METRICS_EVERY_S)
+            await asyncio.wait_for(stop.wait(), METRICS_EVERY_S)  # (spacing the reports)
+        if not moved.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(first_of(moved.wait(), stop.wait()),
+                                       METRICS_FALLBACK_S)
 
 
 async def _serve(first: dict[str, Any], out: IO[bytes]) -> None:
     from tidings.client import Tidings
     from tidings.runtime.bridge import Bridge
-    from tidings.schedules.dispatcher import IDLE_POLL_S, Dispatcher
+    from tidings.schedules.dispatcher import Dispatcher
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    moved = asyncio.Event()  # a pass counted something: the metrics reporter looks
+
+    def passed() -> None:  # (from the store thread)
+        loop.call_soon_threadsafe(moved.set)
 
     def stop_soon() -> None:  # from any thread: stdin ended, or stdout broke
         loop.call_soon_threadsafe(stop.set)
@@ -269,8 +287,8 @@ async def _serve(first: dict[str, Any], out: IO[bytes]) -> None:
         {name: trouble.reason for name, trouble in troubles.items()})))
     try:
         dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock,
-                                _ForwardingNotifier(t.notifier, wire), bridge,
-                                idle_poll_s=first.get("idle_poll_s") or IDLE_POLL_S,
+                                _ForwardingNotifier(t.notifier, wire, passed), bridge,
+                                idle_poll_s=settings.poll_fallback_s,
                                 health=health)
         threading.Thread(target=_read_wakeups, args=(sys.stdin.buffer, t.notifier, stop_soon),
                          name="tidings-wakeups", daemon=True).start()
@@ -278,7 +296,7 @@ async def _serve(first: dict[str, Any], out: IO[bytes]) -> None:
         gc.collect()
         gc.freeze()
         task = asyncio.create_task(dispatcher.run())
-        reporter = asyncio.create_task(_report_metrics(wire, stop))
+        reporter = asyncio.create_task(_report_metrics(wire, stop, moved))
         wire.send("ready")
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)

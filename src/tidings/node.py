@@ -34,7 +34,7 @@ from tidings.queues.coalesce import Coalescer
 from tidings.queues.internal import EMAIL_QUEUE, ensure_internal_queues
 from tidings.runtime.bridge import Bridge
 from tidings.runtime.health import Health
-from tidings.schedules.dispatcher import IDLE_POLL_S, Dispatcher
+from tidings.schedules.dispatcher import Dispatcher
 from tidings.server.exposure import check_exposure, describe, uvicorn_security
 from tidings.settings import Settings
 from tidings.store import DEFAULT_URL, Create
@@ -72,17 +72,15 @@ def load_app(spec: str) -> Handlers:
 class Node:
     """The engine loops of one process over `t`, and what its HTTP app shares with them.
 
-    `idle_poll_s` bounds how long the dispatcher misses a schedule no notification
-    announced; tests raise it to prove that notifications, not polling, woke it. Only
-    schedules due within `WAKE_HORIZON_MS` are announced, which assumes this poll is at
-    most half of it (the default, `SCHEDULES_POLL_S`).
+    `settings.poll_fallback_s` bounds how long the dispatcher and the consumers miss work
+    no wake-up announced; tests raise it to prove that wake-ups, not polling, woke them.
+    Only schedules due within twice it are announced (`notify.base.wake_horizon_ms`).
 
     `dispatcher_process` fires schedules in a child process (dispatch_process.py) instead
     of this one; `serve` and `work` choose it by `settings.dispatcher`."""
 
     def __init__(self, t: Tidings, settings: Settings, *, app: Handlers | None = None,
-                 serve_consumers: bool = True, idle_poll_s: float = IDLE_POLL_S,
-                 dispatcher_process: bool = False) -> None:
+                 serve_consumers: bool = True, dispatcher_process: bool = False) -> None:
         self.t = t
         self.settings = settings
         self.bridge = Bridge.for_store(t.store)
@@ -102,11 +100,11 @@ class Node:
         firing: Service
         if dispatcher_process:
             firing = self.dispatcher_process = DispatcherProcess(
-                settings, t.notifier, idle_poll_s=idle_poll_s, health=self.health)
+                settings, t.notifier, health=self.health)
         else:
             firing = self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock,
                                                   t.notifier, self.bridge,
-                                                  idle_poll_s=idle_poll_s,
+                                                  idle_poll_s=settings.poll_fallback_s,
                                                   health=self.health)
         self.targets = Targets(t.queues, self.bridge, app.functions if app else {},
                                t.webhook_secret(),
@@ -115,7 +113,8 @@ class Node:
         self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock, self.bridge,
                                                   firings=t.firing_log), t.queues,
                                    self.bridge, concurrency=settings.concurrency,
-                                   grace_s=settings.shutdown_grace_s, health=self.health)
+                                   grace_s=settings.shutdown_grace_s, health=self.health,
+                                   poll_fallback_s=settings.poll_fallback_s)
         self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, VERSION)
         self.schema_guard = SchemaGuard(t.store, self.bridge,
                                         warned_at_open=t.schema_status().database)
@@ -125,7 +124,8 @@ class Node:
                 delivery_app(self.targets, t.queues, t.clock, self.bridge, queue=EMAIL_QUEUE,
                              firings=t.firing_log), t.queues,
                 self.bridge, concurrency=settings.concurrency,
-                grace_s=settings.shutdown_grace_s, health=self.health))
+                grace_s=settings.shutdown_grace_s, health=self.health,
+                poll_fallback_s=settings.poll_fallback_s))
         else:
             log.warning("no SMTP relay (--smtp-url or TIDINGS_SMTP_URL): this node sends no "
                         "email; accepted email waits in the %s queue for a node with a relay",
@@ -138,7 +138,8 @@ class Node:
         if app is not None and serve_consumers and app.handlers:
             self.consumer = Consumer(app, t.queues, self.bridge,
                                      concurrency=settings.concurrency,
-                                     grace_s=settings.shutdown_grace_s, health=self.health)
+                                     grace_s=settings.shutdown_grace_s, health=self.health,
+                                     poll_fallback_s=settings.poll_fallback_s)
             self.services.append(self.consumer)
         self._stopped = asyncio.Event()
 
@@ -264,15 +265,15 @@ def serve(settings: Settings, *, create: Create = Create.DATABASE) -> None:
     # client address and path for a line nobody sees (~1 % of an SQS request's time).
     access_log = settings.log_level in ("info", "debug", "trace")
     # One socket write per response (server/wire.py): the head and body of an SQS answer
-    # went out in two.
-    from tidings.server.wire import GatheringHttpToolsProtocol
+    # went out in two. No timer ticking while idle (server/quiet.py).
+    from tidings.server.quiet import QuietHttpToolsProtocol, QuietServer
 
     config = uvicorn.Config(asgi, host=settings.host, port=settings.port,
-                            http=GatheringHttpToolsProtocol,
+                            http=QuietHttpToolsProtocol,
                             log_level=settings.log_level, lifespan="on", access_log=access_log,
                             timeout_graceful_shutdown=int(settings.shutdown_grace_s) + 5,
                             **security)
-    server = uvicorn.Server(config)
+    server = QuietServer(config)
     node.shut_down = lambda: setattr(server, "should_exit", True)
     try:
         freeze_startup_objects()

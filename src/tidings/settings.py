@@ -22,6 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from tidings.errors import ValidationError
+from tidings.notify.base import POLL_FALLBACK_S
 from tidings.store import DEFAULT_URL
 
 log = logging.getLogger("tidings.settings")
@@ -58,6 +59,10 @@ class Settings:
     shutdown_grace_s: float = _setting(30.0, "Seconds running jobs get to finish on SIGTERM.",
                                        low=0)
     sweep_interval_s: float = _setting(5.0, "Seconds between maintenance sweeps.", above=0)
+    poll_fallback_s: float = _setting(POLL_FALLBACK_S, "Seconds a node's consumers and "
+                                      "dispatcher sleep at most without a wake-up: what a "
+                                      "lost one can cost. Give every process of a database "
+                                      "the same value.", above=0)
     job_memory_s: int = _setting(14 * 24 * 3600, "Seconds a finished job id is remembered "
                                  "(a job runs to success at most once within it).", low=0)
     firing_history_s: int = _setting(86_400, "Seconds the firing history (each schedule's "

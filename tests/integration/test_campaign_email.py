@@ -52,7 +52,7 @@ def test_campaign_of_1000_recipients_and_2_steps_is_delivered(tmp_path: Path) ->
         with running_relay(relay) as url:
             # The dispatcher looks at the (frozen) clock every 50 ms: moving it notifies nothing.
             node = Node(t, Settings(db=t.settings.db, smtp_url=url, concurrency=8,
-                                    shutdown_grace_s=2), idle_poll_s=0.05)
+                                    shutdown_grace_s=2, poll_fallback_s=0.05))
 
             def drained() -> bool:
                 counts = [t.queues.describe(q).counts for q in (DELIVERY_QUEUE, EMAIL_QUEUE)]

@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
-import pytest
 from serving import run_with, running_server
 
 from tidings import App, Job
 from tidings.client import Tidings
-from tidings.jobs.consumer import poller
 from tidings.model.schedules import ActionAfterCompletion, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
 from tidings.runtime import metrics
@@ -75,13 +73,12 @@ def dispatcher_of(pid: int) -> int | None:
 
 
 def test_wake_ups_cross_both_ways_and_the_node_counts_the_child_firings(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path) -> None:
     # Neither side polls within the test's time: the child sleeps 60 s between looks at
     # the next due instant, the node's consumer 60 s between receives. A job created after
     # both are asleep runs at once only if the node woke the child (a schedule due soon)
     # and the child woke the node's consumer (a message in its queue).
-    monkeypatch.setattr(poller, "POLL_S", 60.0)
-    settings = Settings(db=f"sqlite:///{tmp_path}/t.db")
+    settings = Settings(db=f"sqlite:///{tmp_path}/t.db", poll_fallback_s=60)
     app = App(queue="jobs")
     ran: list[float] = []
     dues: list[int] = []
@@ -91,7 +88,7 @@ def test_wake_ups_cross_both_ways_and_the_node_counts_the_child_firings(
         ran.append(time.time())
 
     with Tidings(settings=settings) as t:
-        node = Node(t, settings, app=app, idle_poll_s=60.0, dispatcher_process=True)
+        node = Node(t, settings, app=app, dispatcher_process=True)
         assert node.dispatcher is None and node.dispatcher_process is not None
         before = fired_total()
 

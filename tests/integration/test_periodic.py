@@ -99,9 +99,9 @@ def test_three_nodes_fire_each_occurrence_once(db_url: str) -> None:
         with lock:
             runs.append((job.scheduled_time, threading.get_ident()))
 
-    settings = Settings(db=db_url)
+    settings = Settings(db=db_url, poll_fallback_s=0.05)
     clients = [Tidings(settings=settings, clock=clock) for _ in range(3)]
-    nodes = [Node(c, settings, app=app, idle_poll_s=0.05) for c in clients]
+    nodes = [Node(c, settings, app=app) for c in clients]
 
     async def main() -> None:
         tasks = [asyncio.create_task(n.run()) for n in nodes]

@@ -25,8 +25,7 @@ from tidings.client import Tidings, default_notifier
 from tidings.clock import from_ms
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
-from tidings.notify.base import SCHEDULES_CHANNEL, WAKE_HORIZON_MS
-from tidings.schedules.dispatcher import IDLE_POLL_S
+from tidings.notify.base import POLL_FALLBACK_S, SCHEDULES_CHANNEL, wake_horizon_ms
 from tidings.settings import Settings
 from tidings.targets.base import Route, Suppress
 from tidings.targets.function import FunctionEvent
@@ -157,18 +156,19 @@ def test_function_targets_enrich_suppress_route(t: Tidings) -> None:
 
 
 def _lateness_of_one_created_while_idle(db_url: str, due_ms: Callable[[], int], *,
-                                        idle_poll_s: float = IDLE_POLL_S,
+                                        poll_fallback_s: float = POLL_FALLBACK_S,
                                         ) -> tuple[float, bool]:
     """Run a node until its dispatcher idles, then create a one-shot due at `due_ms()`
     (from another thread, as an API call would) and receive what it fires. The long poll's
     own fallback is 30 s, far beyond any assertion: only a wake-up ends it early. Returns
     (seconds from the due instant to the receive, whether the creation sent a wake-up)."""
     notifier = ParkedNotifier(default_notifier(db_url))
-    with Tidings(settings=Settings(db=db_url), notifier=notifier, fallback_poll_s=30) as t:
+    settings = Settings(db=db_url, poll_fallback_s=poll_fallback_s)
+    with Tidings(settings=settings, notifier=notifier, fallback_poll_s=30) as t:
         t.queues.create_queue("jobs")
         t.schedules.create(ScheduleSpec("far", "at(2099-01-01T00:00:00)",
                                         Target(TargetKind.QUEUE, "jobs")))
-        node = Node(t, Settings(db=t.settings.db), idle_poll_s=idle_poll_s)
+        node = Node(t, settings)
         found: list[tuple[float, bool]] = []
 
         async def main() -> None:
@@ -198,17 +198,18 @@ def test_new_earlier_schedule_wakes_the_dispatcher(db_url: str) -> None:
     wakes it at once. Its idle poll is set far beyond the assertion, so the test fails if
     a notification does not arrive."""
     late, woke = _lateness_of_one_created_while_idle(
-        db_url, lambda: time.time_ns() // 1_000_000 + 1_000, idle_poll_s=30)
+        db_url, lambda: time.time_ns() // 1_000_000 + 1_000, poll_fallback_s=30)
     assert woke and 0 <= late < 0.2
 
 
 def test_a_schedule_due_beyond_the_wake_horizon_fires_on_time_unannounced(db_url: str,
                                                                           ) -> None:
     """Created due just past the horizon, a schedule sends no wake-up: the idle dispatcher
-    finds it on its fallback poll (1 s) and then sleeps until its instant, so it still
-    fires within milliseconds of it, not a poll late."""
+    finds it on its fallback poll (1 s here) and then sleeps until its instant, so it
+    still fires within milliseconds of it, not a poll late."""
     late, woke = _lateness_of_one_created_while_idle(
-        db_url, lambda: time.time_ns() // 1_000_000 + WAKE_HORIZON_MS + 300)
+        db_url, lambda: time.time_ns() // 1_000_000 + wake_horizon_ms(1.0) + 300,
+        poll_fallback_s=1.0)
     assert not woke and 0 <= late < 0.25
 
 

@@ -48,6 +48,7 @@ from tidings.jobs.consumer.poller import Poller
 from tidings.jobs.consumer.runner import Runner
 from tidings.jobs.consumer.work import JobState, Ledger, ServedQueue
 from tidings.jobs.handlers import Handlers, Job
+from tidings.notify.base import POLL_FALLBACK_S
 from tidings.queues.service import QueueService
 from tidings.runtime import metrics
 from tidings.runtime.bridge import Bridge
@@ -60,8 +61,12 @@ class Consumer:
     """Receives from every queue the app handles and runs its handlers."""
 
     def __init__(self, app: Handlers, queues: QueueService, bridge: Bridge, *,
-                 concurrency: int, grace_s: float, health: Health | None = None) -> None:
+                 concurrency: int, grace_s: float, health: Health | None = None,
+                 poll_fallback_s: float = POLL_FALLBACK_S) -> None:
+        """`poll_fallback_s`: how long an empty queue is left without a look when no
+        wake-up comes (TIDINGS_POLL_FALLBACK_S)."""
         self.app = app
+        self.poll_fallback_s = poll_fallback_s
         self.queues = queues
         self.bridge = bridge
         self.health = health
@@ -136,7 +141,7 @@ class Consumer:
         return Poller(queue, ledger=self.ledger, admission=self.admission, keys=self.keys,
                       completer=self.completer, jobs=self.jobs, bridge=self.bridge,
                       notifier=self.queues.notifier, stopping=self.stopping,
-                      health=self.health)
+                      health=self.health, fallback_s=self.poll_fallback_s)
 
     async def _shutdown(self) -> None:
         ledger = self.ledger

@@ -29,16 +29,29 @@ class Notifier(Protocol):
 
 #: Woken when a schedule becomes due earlier than the dispatchers sleep to.
 SCHEDULES_CHANNEL = "schedules"
-#: The longest a dispatcher sleeps before it reads the next due instant again, whatever it
-#: was told: what a lost wake-up (or one never sent) can cost.
-SCHEDULES_POLL_S = 1.0
-#: A schedule due later than this from now needs no wake-up: twice the poll above, so every
-#: sleeping dispatcher has read the next due instant again, with a second to spare, before
-#: the schedule is due.
-WAKE_HORIZON_MS = int(2 * SCHEDULES_POLL_S * 1000)
+#: Woken when a message move task starts: the sweepers advance them.
+MOVES_CHANNEL = "moves"
+#: The longest a node's dispatcher and consumers sleep without a wake-up, whatever they
+#: were told (TIDINGS_POLL_FALLBACK_S; this is its default): what a lost wake-up (or one
+#: never sent) can cost. Wake-ups make polling unnecessary, so it is long: an idle node
+#: wakes for nothing else.
+POLL_FALLBACK_S = 5.0
+SCHEDULES_POLL_S = POLL_FALLBACK_S
 
 
-def wakes_dispatchers(due_at: int | None, now: int) -> bool:
+def wake_horizon_ms(poll_fallback_s: float) -> int:
+    """A schedule due later than this from now needs no wake-up: twice the dispatchers'
+    fallback poll, so every sleeping dispatcher has read the next due instant again, with
+    a fallback to spare, before the schedule is due. Every process writing to the database
+    must therefore use the nodes' fallback (the same TIDINGS_POLL_FALLBACK_S)."""
+    return int(2 * poll_fallback_s * 1000)
+
+
+WAKE_HORIZON_MS = wake_horizon_ms(POLL_FALLBACK_S)
+
+
+def wakes_dispatchers(due_at: int | None, now: int,
+                      horizon_ms: int = WAKE_HORIZON_MS) -> bool:
     """Whether a schedule written at `now`, due at `due_at`, must wake the dispatchers.
 
     Most schedules are created for later (a reminder in three days, a drip's next step),
@@ -46,7 +59,7 @@ def wakes_dispatchers(due_at: int | None, now: int) -> bool:
     whose commit takes a lock for the whole server until its WAL flush, and a pass of
     every dispatcher that finds nothing due. One-at-a-time creations due an hour ahead
     went from 1,755-1,839 to 2,252-2,256 a second on PostgreSQL without it."""
-    return due_at is not None and due_at - now <= WAKE_HORIZON_MS
+    return due_at is not None and due_at - now <= horizon_ms
 
 
 def queue_channel(queue_id: int) -> str:

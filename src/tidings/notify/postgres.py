@@ -5,19 +5,32 @@ make messages receivable or schedules due, so a send on one node wakes a long po
 dispatcher on every node. The listener starts with the first wait (a CLI command that
 never waits opens no extra connection) and reconnects with backoff if the server goes
 away; meanwhile waiters fall back to their timeouts.
+
+Idle, the listener's thread sleeps in `select` on the connection's socket and a pipe that
+`close` writes to: no timer wakes it. A server that goes away closes the socket (the
+select returns, reading fails, the listener reconnects); one that vanishes silently (a
+network cut) is found by TCP keepalives, which the kernel sends, not this process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import select
 import threading
-import time
 
 import psycopg
 
 from tidings.notify.local import ListeningNotifier
 
 log = logging.getLogger("tidings.notify")
+
+#: TCP keepalives of the listening connection: a server that vanished without closing it
+#: (a network cut) is noticed within about idle + interval × count seconds.
+KEEPALIVE_IDLE_S = 60
+KEEPALIVE_INTERVAL_S = 10
+KEEPALIVE_COUNT = 3
 
 
 class PostgresNotifier(ListeningNotifier):
@@ -28,38 +41,63 @@ class PostgresNotifier(ListeningNotifier):
         self._start_lock = threading.Lock()
         self._stopping = threading.Event()
         self._conn: psycopg.Connection[object] | None = None
+        self._wake: tuple[int, int] | None = None  # a pipe close() writes to: stop
 
     def _ensure_listening(self, channel: str) -> None:
         if self._thread is not None:
             return
         with self._start_lock:
-            if self._thread is None:
+            if self._thread is None and not self._stopping.is_set():
+                self._wake = os.pipe()
                 self._thread = threading.Thread(target=self._listen, name="tidings-listen",
                                                 daemon=True)
                 self._thread.start()
 
     def _listen(self) -> None:
+        assert self._wake is not None
+        wake = self._wake[0]
         backoff = 0.1
         while not self._stopping.is_set():
             try:
-                with psycopg.connect(self._url, autocommit=True) as conn:
+                with psycopg.connect(self._url, autocommit=True, keepalives=1,
+                                     keepalives_idle=KEEPALIVE_IDLE_S,
+                                     keepalives_interval=KEEPALIVE_INTERVAL_S,
+                                     keepalives_count=KEEPALIVE_COUNT) as conn:
                     self._conn = conn
                     conn.execute("LISTEN tidings")
                     backoff = 0.1
+                    poll = select.poll()
+                    poll.register(conn.pgconn.socket, select.POLLIN)
+                    poll.register(wake, select.POLLIN)
                     while not self._stopping.is_set():
-                        for note in conn.notifies(timeout=1.0):
-                            super().notify(note.payload)
+                        for note in conn.notifies(timeout=0):  # what has arrived
+                            if note.payload:
+                                super().notify(note.payload)
+                        if any(fd == wake for fd, _ in poll.poll()):
+                            return
             except psycopg.Error as exc:
                 if self._stopping.is_set():
                     return
                 log.warning("notification listener lost its connection (%s); retrying in"
                             " %.1f s", exc, backoff)
-                time.sleep(backoff)
+                stopper = select.poll()
+                stopper.register(wake, select.POLLIN)
+                if stopper.poll(backoff * 1000):
+                    return
                 backoff = min(backoff * 2, 10.0)
             finally:
                 self._conn = None
 
     def close(self) -> None:
         self._stopping.set()
+        with self._start_lock:
+            wake, self._wake = self._wake, None
+        if wake is None:
+            return  # never listened, or closed already
+        with contextlib.suppress(OSError):
+            os.write(wake[1], b"x")
         if self._thread is not None:
             self._thread.join(timeout=3)
+        for fd in wake:
+            with contextlib.suppress(OSError):
+                os.close(fd)

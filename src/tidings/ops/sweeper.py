@@ -1,6 +1,12 @@
 """Periodic maintenance: retention expiry, idempotency-record expiry, message move tasks,
 the firing history's trim, and reclaiming deleted rows' space where the database does not
-(`Store.reclaim_space`)."""
+(`Store.reclaim_space`).
+
+A sweep runs every `interval_s` (TIDINGS_SWEEP_INTERVAL_S), and once a second while a move
+task moves messages (they advance at their rate); a move task started by this process, or
+by any process of its SQLite file, wakes it (`MOVES_CHANNEL`; on PostgreSQL one started on
+another node starts at that node's sweep, or this one's). An idle node sweeps at the
+interval and wakes for nothing else."""
 
 from __future__ import annotations
 
@@ -9,12 +15,14 @@ import logging
 import time
 
 from tidings.errors import StoreUnavailable
+from tidings.notify.base import MOVES_CHANNEL
 from tidings.queues.internal import EMAIL_QUEUE, backlog
 from tidings.queues.service import QueueService
 from tidings.runtime import metrics
 from tidings.runtime.backoff import Backoff
 from tidings.runtime.bridge import Bridge
 from tidings.runtime.health import Health
+from tidings.runtime.waits import first_of
 from tidings.schedules.firing_log import TRIM_LIMIT, TRIM_STEP, FiringLog
 
 log = logging.getLogger("tidings.sweeper")
@@ -26,8 +34,11 @@ RECLAIM_EVERY_S = 30.0
 #: SQLite's writer ~5 ms of CPU, 5,000 (one pass's worth before) ~26 ms, which every
 #: firing and send in the meantime waited out.
 EXPIRE_STEP = 1_000
-#: Transactions of expiry per pass at most (a pass a second: 10,000 messages/s).
+#: Transactions of expiry per pass at most (passes come a second apart while there is
+#: more: 10,000 messages/s).
 EXPIRE_STEPS = 10
+#: How often move tasks advance while they run.
+MOVE_TICK_S = 1.0
 
 
 class Sweeper:
@@ -46,16 +57,21 @@ class Sweeper:
         last = time.monotonic()
         reclaim_at = last + RECLAIM_EVERY_S
         warned = False
+        moved = 0
         backoff = Backoff(health=self.health, component="sweeper")
+        notifier = self.queues.notifier
         while not self._stopping.is_set():
+            seen = notifier.version(MOVES_CHANNEL)
             now = time.monotonic()
+            # A task's first step after a rest moves one second's worth, not a rest's.
+            elapsed = now - last if moved else min(now - last, MOVE_TICK_S)
             try:
-                expired = await self._expire()
+                expired, more = await self._expire()
                 metrics.EMAIL_WAITING.set(await self.bridge.run(backlog, self.queues,
                                                                 EMAIL_QUEUE))
-                moved = await self.bridge.run(self.queues.ops.advance_move_tasks, now - last)
+                moved = await self.bridge.run(self.queues.ops.advance_move_tasks, elapsed)
                 if self.firings is not None:
-                    await self._trim_firings(self.firings)
+                    more = await self._trim_firings(self.firings) or more
                 if now >= reclaim_at:
                     reclaim_at = now + RECLAIM_EVERY_S
                     if await self._reclaim() and not warned:
@@ -70,15 +86,17 @@ class Sweeper:
             last = now
             if expired or moved:
                 log.info("sweep: %d messages expired, %d moved by move tasks", expired, moved)
-            # Move tasks advance at their rate once a second; the rest runs at the interval.
-            try:
-                await asyncio.wait_for(self._stopping.wait(), min(self.interval_s, 1.0))
-            except TimeoutError:
-                pass
+            # Move tasks advance at their rate once a second (a task that moved nothing
+            # has ended), and a backlog of expiry goes on a second later; the rest runs at
+            # the interval.
+            busy = moved or more
+            pause = min(self.interval_s, MOVE_TICK_S) if busy else self.interval_s
+            await first_of(notifier.wait(MOVES_CHANNEL, seen, pause), self._stopping.wait())
 
-    async def _expire(self) -> int:
+    async def _expire(self) -> tuple[int, bool]:
         """Messages past retention and job ids past their memory, `EXPIRE_STEP` rows per
-        transaction, so the writer is free between two of them."""
+        transaction, so the writer is free between two of them: (messages expired, whether
+        more may be left)."""
         expired = 0
         for _ in range(EXPIRE_STEPS):
             if self._stopping.is_set():
@@ -86,23 +104,25 @@ class Sweeper:
             n, forgotten = await self.bridge.run(self._expire_step)
             expired += n
             if n < EXPIRE_STEP and forgotten < EXPIRE_STEP:
-                break
-        return expired
+                return expired, False
+        return expired, True
 
     def _expire_step(self) -> tuple[int, int]:
         store, now = self.queues.store, self.queues.clock.now_ms()
         return (store.expire_messages(now, EXPIRE_STEP),
                 store.forget_jobs(now - self.job_memory_s * 1000, EXPIRE_STEP))
 
-    async def _trim_firings(self, firings: FiringLog) -> None:
+    async def _trim_firings(self, firings: FiringLog) -> bool:
         """The history's old rows, `TRIM_STEP` per transaction: between two of them the
-        dispatcher and the senders get the (SQLite: only) writer."""
+        dispatcher and the senders get the (SQLite: only) writer. Whether more may be
+        left."""
         done = 0
         while done < TRIM_LIMIT and not self._stopping.is_set():
             n = await self.bridge.run(firings.trim)
             done += n
             if n < TRIM_STEP:
-                break
+                return False
+        return True
 
     async def _reclaim(self) -> bool:
         """Maintenance that must not stop the node: a refused VACUUM (say, a role that

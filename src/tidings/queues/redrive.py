@@ -15,7 +15,7 @@ from tidings.clock import Clock
 from tidings.errors import ConflictError, QueueNotFound, ValidationError
 from tidings.model.queues import MoveTask, QueueRecord, check_range
 from tidings.model.states import MoveTaskStatus
-from tidings.notify.base import Notifier, queue_channel
+from tidings.notify.base import MOVES_CHANNEL, Notifier, queue_channel
 from tidings.store.base import QueueStore
 
 
@@ -85,6 +85,7 @@ class Redrive:
         self.store.create_move_task(MoveTask(
             handle, source.id, dest_id, max_per_second, MoveTaskStatus.RUNNING, 0,
             counts.visible + counts.in_flight + counts.delayed, self.clock.now_ms()))
+        self.notifier.notify(MOVES_CHANNEL)  # a resting sweeper starts it at once
         return handle
 
     def list_move_tasks(self, dlq: str, limit: int = 1) -> list[MoveTask]:

@@ -10,9 +10,10 @@ others) and which the server ends if the node stalls for `claim_ms`. The complet
 compare-and-set on what the pass read, so a node that lost its rows (stalled past
 `claim_ms`, or killed) writes nothing, and the node that took over fires the occurrence
 once. When
-nothing is due the loop sleeps until the next due instant, at most IDLE_POLL_S, woken early
-when a schedule due within the wake horizon is created (`notify.base.wakes_dispatchers`;
-one due later is found by that poll in time): idle costs one indexed query a second.
+nothing is due the loop sleeps until the next due instant, at most `idle_poll_s`
+(TIDINGS_POLL_FALLBACK_S), woken early when a schedule due within the wake horizon (twice
+that) is created (`notify.base.wakes_dispatchers`; one due later is found by that poll in
+time): idle costs one indexed query per fallback poll.
 
 Missed occurrences (after downtime): a one-shot always fires; a recurring schedule fires
 only its latest missed occurrence, and only if it is younger than its maximum event age.
@@ -33,13 +34,14 @@ from tidings.model.digests import MessageAttributeValue
 from tidings.model.firings import FiringContext, delivery_job, render_input
 from tidings.model.queues import INTERNAL_QUEUES, QueueRecord
 from tidings.model.schedules import ActionAfterCompletion, Schedule
-from tidings.notify.base import SCHEDULES_CHANNEL, SCHEDULES_POLL_S, Notifier, queue_channel
+from tidings.notify.base import POLL_FALLBACK_S, SCHEDULES_CHANNEL, Notifier, queue_channel
 from tidings.queues.internal import ensure_internal_queues
 from tidings.queues.service import QueueService
 from tidings.runtime import metrics
 from tidings.runtime.backoff import Backoff
 from tidings.runtime.bridge import Bridge
 from tidings.runtime.health import Health
+from tidings.runtime.waits import first_of
 from tidings.schedules.firing_log import Outcome, outcome_row
 from tidings.schedules.service import (
     ScheduleService,
@@ -54,7 +56,7 @@ from tidings.triggers import one_time
 
 log = logging.getLogger("tidings.dispatcher")
 
-IDLE_POLL_S = SCHEDULES_POLL_S  # bounds the wait for a schedule no wake-up announced
+IDLE_POLL_S = POLL_FALLBACK_S  # bounds the wait for a schedule no wake-up announced
 MAX_CATCH_UP_STEPS = 1_000_000
 FIRST_BATCH = 32
 #: Warming up for a burst (`Store.warm_due`). After a quiet spell the pages a burst's
@@ -141,13 +143,13 @@ class Dispatcher:
                 continue  # time went by: look again what is due
             pause = self.idle_poll_s
             if nxt is not None:
-                pause = min(max((nxt - self.clock.now_ms()) / 1000, 0.0), self.idle_poll_s)
+                until = nxt - self.clock.now_ms()
+                if until > WARM_LEAD_MS and nxt >= self._warmed_until:
+                    until -= WARM_LEAD_MS  # awake when its warm-up may be due
+                pause = min(max(until / 1000, 0.0), self.idle_poll_s)
             if pause > 0:
-                waiter = asyncio.create_task(self.notifier.wait(SCHEDULES_CHANNEL, seen, pause))
-                stopper = asyncio.create_task(self._stopping.wait())
-                await asyncio.wait([waiter, stopper], return_when=asyncio.FIRST_COMPLETED)
-                waiter.cancel()
-                stopper.cancel()
+                await first_of(self.notifier.wait(SCHEDULES_CHANNEL, seen, pause),
+                               self._stopping.wait())
 
     def stop(self) -> None:
         self._stopping.set()

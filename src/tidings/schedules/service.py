@@ -35,7 +35,12 @@ from tidings.model.schedules import (
     ScheduleSpec,
     ScheduleState,
 )
-from tidings.notify.base import SCHEDULES_CHANNEL, Notifier, wakes_dispatchers
+from tidings.notify.base import (
+    SCHEDULES_CHANNEL,
+    WAKE_HORIZON_MS,
+    Notifier,
+    wakes_dispatchers,
+)
 from tidings.queues.service import named_queue
 from tidings.runtime.bridge import bulk_writer
 from tidings.schedules.groups import ScheduleGroups
@@ -93,11 +98,14 @@ class ScheduleService(ScheduleGroups):
                  arn_prefix: str = "arn:aws:scheduler:us-east-1:000000000000",
                  queue_lookup: Callable[[str], QueueRecord] | None = None,
                  webhook_guard: WebhookGuard | None = None,
-                 sender_check: Callable[[EmailMessage], None] | None = None) -> None:
+                 sender_check: Callable[[EmailMessage], None] | None = None,
+                 wake_horizon_ms: int = WAKE_HORIZON_MS) -> None:
         """`webhook_guard` refuses, at creation, webhook URLs that name an address
         webhooks may not reach (its deliveries check again after resolving);
-        `sender_check` refuses email targets whose From is not a verified identity."""
+        `sender_check` refuses email targets whose From is not a verified identity;
+        schedules due within `wake_horizon_ms` wake the dispatchers."""
         self.store = store
+        self.wake_horizon_ms = wake_horizon_ms
         self.sender_check = sender_check
         self.webhook_guard = webhook_guard or WebhookGuard(enabled=False)
         self.clock = clock
@@ -229,7 +237,7 @@ class ScheduleService(ScheduleGroups):
             except TidingsError as exc:
                 placed.append(CreateResult(index, getattr(spec, "name", ""),
                                            getattr(spec, "group", ""), False, exc))
-        wake = any(wakes_dispatchers(r.due_at, now) for r in rows)
+        wake = any(wakes_dispatchers(r.due_at, now, self.wake_horizon_ms) for r in rows)
         return writer.submit(self.store.insert_schedules, rows, now), placed, wake
 
     def _finish_chunk(self, future: Future[list[bool]], placed: Sequence[Placed],
@@ -313,7 +321,7 @@ class ScheduleService(ScheduleGroups):
 
     def _wake(self, due_at: int | None, now: int) -> None:
         """A schedule due soon must not wait for the dispatcher's current sleep."""
-        if wakes_dispatchers(due_at, now):
+        if wakes_dispatchers(due_at, now, self.wake_horizon_ms):
             self.notifier.notify(SCHEDULES_CHANNEL)
 
 

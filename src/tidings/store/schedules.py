@@ -91,7 +91,7 @@ class SqlSchedules(SqlBase):
                 conn.execute(self.q["rollback_to_savepoint"])
                 conn.execute(self.q["release_savepoint"])
                 inserted = self.driver.run_each(conn, "insert_schedule", staged, key=2)
-            if any(ok and wakes_dispatchers(r.due_at, now)
+            if any(ok and wakes_dispatchers(r.due_at, now, self.wake_horizon_ms)
                    for r, ok in zip(staged, inserted, strict=True)):
                 self.driver.notify(conn, SCHEDULES_CHANNEL)
         return inserted
@@ -106,7 +106,7 @@ class SqlSchedules(SqlBase):
         with (self.driver.auto() if connection is None
               else self.driver.borrow(connection)) as conn:
             made = self.driver.insert_id(conn, "create_schedule", params)
-            if made is not None and wakes_dispatchers(row.due_at, now):
+            if made is not None and wakes_dispatchers(row.due_at, now, self.wake_horizon_ms):
                 self.driver.notify(conn, SCHEDULES_CHANNEL)
         if made is None:
             return None
@@ -159,7 +159,7 @@ class SqlSchedules(SqlBase):
                     staged.action_after_completion, staged.description, row.next_fire_at,
                     row.due_at, now, s.group, s.name)).rowcount == 0:
                 raise _not_found(s.group, s.name)
-            if wakes_dispatchers(row.due_at, now):
+            if wakes_dispatchers(row.due_at, now, self.wake_horizon_ms):
                 self.driver.notify(conn, SCHEDULES_CHANNEL)
             return rows.schedule(conn.execute(self.q["schedule_by_name"],
                                               (s.group, s.name)).fetchone())

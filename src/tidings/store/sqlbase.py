@@ -9,7 +9,7 @@ from typing import Any
 from tidings.errors import NotFoundError
 from tidings.model.messages import NewMessage, encode_attributes
 from tidings.model.queues import FIFO_DEDUP_WINDOW_MS
-from tidings.notify.base import queue_channel
+from tidings.notify.base import WAKE_HORIZON_MS, queue_channel
 from tidings.store.base import StoredSend
 from tidings.store.driver import Conn, ConnectionLock, Driver, Row
 from tidings.store.migrate import SchemaStatus, known, schema_status
@@ -38,8 +38,11 @@ def only_reads(sql: str) -> bool:
 
 
 class SqlBase:
-    def __init__(self, driver: Driver) -> None:
+    def __init__(self, driver: Driver, *, wake_horizon_ms: int = WAKE_HORIZON_MS) -> None:
+        """`wake_horizon_ms`: schedules written due within it wake the dispatchers
+        (`notify.base.wake_horizon_ms` of the nodes' fallback poll)."""
         self.driver = driver
+        self.wake_horizon_ms = wake_horizon_ms
         self.q = driver.queries
         self.url = driver.url
         self.max_concurrency = driver.max_concurrency

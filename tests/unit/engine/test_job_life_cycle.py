@@ -106,6 +106,24 @@ def test_the_ledger_counts_room_runs_and_keys_as_jobs_move() -> None:
     assert {s: n for s, n in ledger.counts.items() if n} == {S.GONE: 3}
 
 
+def test_holding_is_set_while_any_job_is_held_and_only_then() -> None:
+    """What the lease heartbeat, the prefetch pacing and the waiting duplicates' loop
+    sleep on while the consumer holds nothing (an idle node wakes for none of them)."""
+    ledger, queue = Ledger(), served()
+    assert not ledger.holding.is_set()
+    ledger.hold([])
+    assert not ledger.holding.is_set()
+    works = [work(queue, n) for n in range(2)]
+    ledger.hold(works)
+    assert ledger.holding.is_set()
+    ledger.move(works[0], S.POISON)
+    ledger.move(works[0], S.GONE)
+    assert ledger.holding.is_set()  # one still held
+    ledger.move(works[1], S.POISON)
+    ledger.move(works[1], S.GONE)
+    assert not ledger.holding.is_set()
+
+
 def test_a_key_duplicates_wait_for_is_announced_when_our_run_gives_it_back() -> None:
     ledger, queue = Ledger(), served()
     first, duplicate = work(queue, 1), work(queue, 1)

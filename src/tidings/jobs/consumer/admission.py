@@ -86,6 +86,11 @@ class Admission:
         pace = self.pace
         ran, then = pace.handled + pace.failed, time.monotonic()
         while True:
+            if not self.ledger.held and not self.backlog and self.prefetch == self.floor:
+                # Idle, and the prefetch shrunk back to its floor: each tick would change
+                # nothing until a receive holds a job again.
+                await self.ledger.holding.wait()
+                then = time.monotonic()
             await asyncio.sleep(PACE_S)
             now = time.monotonic()
             self.size_prefetch(pace.handled + pace.failed - ran, now - then)

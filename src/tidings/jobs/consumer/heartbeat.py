@@ -31,7 +31,9 @@ class LeaseHeartbeat:
         self.bridge = bridge
 
     async def run(self) -> None:
+        """Until cancelled; asleep while nothing is held (an idle node wakes for nothing)."""
         while True:
+            await self.ledger.holding.wait()
             await asyncio.sleep(BEAT_S)
             await self.beat(time.monotonic())
 

@@ -17,6 +17,7 @@ from tidings.jobs.consumer.work import JobState, Ledger, ServedQueue, Work
 from tidings.jobs.handlers import Handlers
 from tidings.runtime import metrics
 from tidings.runtime.bridge import Bridge
+from tidings.runtime.waits import first_of
 from tidings.store.base import Reservation
 
 log = logging.getLogger("tidings.consumers")
@@ -94,6 +95,10 @@ class JobKeys:
         ledger = self.ledger
         recheck_at = time.monotonic() + WAIT_RECHECK_S
         while not stopping.is_set():
+            if not ledger.held:  # no duplicate waits (a waiting one is held): sleep
+                await first_of(ledger.holding.wait(), stopping.wait())
+                recheck_at = time.monotonic() + WAIT_RECHECK_S
+                continue
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(recheck_at - time.monotonic(), 0)):
                     await ledger.key_released.wait()

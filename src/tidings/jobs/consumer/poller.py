@@ -2,7 +2,8 @@
 plus the prefetch buffer), in one transaction, holds them, and sorts them: jobs whose keys
 to reserve, duplicates of keys held here, poison. An empty queue is looked at again when
 a notification says a message arrived, when its next delayed message becomes visible, or
-after POLL_S (a lost notification costs latency, never correctness)."""
+after its fallback (TIDINGS_POLL_FALLBACK_S: a lost notification costs latency, never
+correctness). Idle, it wakes for nothing else."""
 
 from __future__ import annotations
 
@@ -18,24 +19,24 @@ from tidings.jobs.consumer.heartbeat import extend_at
 from tidings.jobs.consumer.keys import JobKeys
 from tidings.jobs.consumer.work import JobState, Ledger, ServedQueue, Work
 from tidings.jobs.handlers import PoisonMessage, parse_job
-from tidings.notify.base import Notifier, queue_channel
+from tidings.notify.base import POLL_FALLBACK_S, Notifier, queue_channel
 from tidings.runtime.backoff import Backoff
 from tidings.runtime.bridge import Bridge
 from tidings.runtime.health import Health
+from tidings.runtime.waits import first_of
 
 log = logging.getLogger("tidings.consumers")
-
-#: How long an empty receive waits before looking again (notifications wake it at once;
-#: this only bounds a lost one).
-POLL_S = 1.0
 
 
 class Poller:
     def __init__(self, queue: ServedQueue, *, ledger: Ledger, admission: Admission,
                  keys: JobKeys, completer: Completer, jobs: Jobs, bridge: Bridge,
                  notifier: Notifier, stopping: asyncio.Event,
-                 health: Health | None = None) -> None:
+                 health: Health | None = None, fallback_s: float = POLL_FALLBACK_S) -> None:
+        """`fallback_s`: how long an empty queue waits before looking again (wake-ups
+        end the wait at once; this only bounds a lost one)."""
         self.queue = queue
+        self.fallback_s = fallback_s
         self.ledger = ledger
         self.admission = admission
         self.keys = keys
@@ -86,12 +87,8 @@ class Poller:
                 pause = await self.bridge.run(self.jobs.next_visible_in, queue.record)
             except StoreUnavailable:
                 pause = None  # the next receive meets it and backs off
-            timeout = POLL_S if pause is None else min(POLL_S, pause)
-            waiter = asyncio.ensure_future(self.notifier.wait(channel, seen, timeout))
-            stopper = asyncio.ensure_future(stopping.wait())
-            await asyncio.wait([waiter, stopper], return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
-            stopper.cancel()
+            timeout = self.fallback_s if pause is None else min(self.fallback_s, pause)
+            await first_of(self.notifier.wait(channel, seen, timeout), stopping.wait())
 
     def _hold(self, got: list[Held]) -> tuple[list[tuple[str, Work]],
                                                list[tuple[Work, PoisonMessage]]]:

@@ -122,7 +122,8 @@ _INTO: dict[JobState, dict[JobState, int]] = {
 class Ledger:
     """Every job a consumer holds, by state. `freed` is set when room for a receive may
     have appeared; `idle`, when no handler runs any more; `key_released`, when a key
-    duplicates wait for was given back (they are in `released`)."""
+    duplicates wait for was given back (they are in `released`); `holding`, while it holds
+    any job at all (the loops that only look after held jobs sleep on it when idle)."""
 
     def __init__(self) -> None:
         self.held: set[Work] = set()
@@ -131,11 +132,14 @@ class Ledger:
         self.idle = asyncio.Event()
         self.released: list[tuple[ServedQueue, str]] = []
         self.key_released = asyncio.Event()
+        self.holding = asyncio.Event()
 
     def hold(self, works: list[Work]) -> None:
         """Received messages, now held (RECEIVED: what every Work is built as)."""
         self.held.update(works)
         self.counts[S.RECEIVED] += len(works)
+        if works:
+            self.holding.set()
 
     def move(self, work: Work, new: JobState) -> None:
         """The one place a job's state changes: a move TRANSITIONS does not allow raises
@@ -185,6 +189,8 @@ class Ledger:
                     self.key_released.set()
         if flags & _LEAVES:
             self.held.difference_update(works)
+            if not self.held:
+                self.holding.clear()
         if flags & _FREES_ROOM and not self.freed.is_set():
             self.freed.set()
         if flags & _ENDS_RUN and not self.counts[S.STARTED]:

@@ -138,6 +138,8 @@ class SQLiteDriver:
                 conn.execute(self.queries["begin"])
                 yield conn
                 conn.execute(self.queries["commit"])
+                if (cp := self._checkpointer) is not None and not cp.wrote.is_set():
+                    cp.wrote.set()
             except BaseException:
                 # A failed COMMIT (disk full) leaves the transaction open; a failed
                 # statement may already have rolled it back (SQLite does on SQLITE_FULL).
@@ -388,7 +390,10 @@ class _Autocommit:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         if self._writes:
-            self._driver._writer.release()
+            driver = self._driver
+            driver._writer.release()
+            if (cp := driver._checkpointer) is not None and not cp.wrote.is_set():
+                cp.wrote.set()
         self._driver._lock.release()
         if isinstance(exc, sqlite3.Error):
             self._driver._raise_if_transient(exc)

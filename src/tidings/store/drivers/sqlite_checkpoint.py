@@ -16,7 +16,8 @@ import sqlite3
 import threading
 import time
 
-#: How often the checkpointer thread looks for WAL frames to copy back.
+#: How often the checkpointer thread copies WAL frames back while this process writes;
+#: a quiet process's checkpointer sleeps until its next write (or WAL_CACHE_EVERY_S).
 CHECKPOINT_EVERY_S = 0.1
 #: WAL pages (4 KiB) at which a committing writer checkpoints by itself (SQLite's
 #: wal_autocheckpoint): the fallback for when the checkpointer cannot keep up or is gone
@@ -26,7 +27,8 @@ FOREGROUND_CHECKPOINT_PAGES = 10_000
 #: when the log restarts, so the file on disk does not keep its peak size.
 WAL_SIZE_LIMIT_BYTES = 16 * 1024 * 1024
 #: How often the checkpointer asks the OS to keep the WAL's pages in memory (see
-#: `Checkpointer.keep_wal_cached`).
+#: `Checkpointer.keep_wal_cached`), and checkpoints what other processes wrote, when this
+#: one writes nothing.
 WAL_CACHE_EVERY_S = 5.0
 log = logging.getLogger("tidings.sqlite")
 
@@ -36,13 +38,18 @@ class Checkpointer:
     never waits for (nor blocks) readers and writers, and sqlite3 releases the GIL while
     it copies and syncs, so commits go on meanwhile. Durability is unchanged: what it
     copies is committed already, and it syncs as SQLite's own checkpoint would.
-    https://www.sqlite.org/wal.html#application_initiated_checkpoints"""
+    https://www.sqlite.org/wal.html#application_initiated_checkpoints
+
+    It runs when this process wrote (`wrote`, set after each write commit), at most every
+    `every_s`, and else every WAL_CACHE_EVERY_S: an idle node's checkpointer does not wake
+    ten times a second to find nothing to copy."""
 
     def __init__(self, path: str, every_s: float = CHECKPOINT_EVERY_S) -> None:
         self.every_s = every_s
         self.path = path
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._stop = threading.Event()
+        self.wrote = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tidings-checkpoint",
                                         daemon=True)
         self._thread.start()
@@ -81,7 +88,11 @@ class Checkpointer:
 
     def _run(self) -> None:
         cached_at = 0.0
-        while not self._stop.wait(self.every_s):
+        while not self._stop.wait(self.every_s):  # (paces checkpoints while writes go on)
+            self.wrote.wait(WAL_CACHE_EVERY_S)
+            if self._stop.is_set():
+                return
+            self.wrote.clear()
             try:
                 self.checkpoint()
             except sqlite3.Error as exc:  # disk full, I/O error: the next pass tries again
@@ -95,5 +106,6 @@ class Checkpointer:
 
     def close(self) -> None:
         self._stop.set()
+        self.wrote.set()
         self._thread.join()
         self._conn.close()
