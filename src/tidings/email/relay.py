@@ -163,8 +163,8 @@ class RelayPool:
             log.warning("SMTP relay %s is down: %s; %d emails wait for it", self.name, reason,
                         len(self._line))
         elif to is RelayState.SLOWED:
-            log.warning("SMTP relay %s asked to slow down: %s; holding its emails for "
-                        "%.1f s", self.name, reason, self._backoff)
+            log.warning("SMTP relay %s asked to slow down: %s; holding its emails, trying "
+                        "it again in about %g s", self.name, reason, self._backoff)
         elif was is RelayState.DOWN:
             log.warning("SMTP relay %s is back up after %.1f s", self.name, after)
         else:
@@ -179,8 +179,8 @@ class RelayPool:
         elif len(self._workers) < self.max_connections:
             self._start(None)
 
-    def _start(self, session: Session | None) -> None:
-        task = asyncio.create_task(self._work(session), name=f"smtp:{self.name}")
+    def _start(self, session: Session | None, *, probe: bool = False) -> None:
+        task = asyncio.create_task(self._work(session, probe), name=f"smtp:{self.name}")
         self._workers.add(task)
         task.add_done_callback(self._workers.discard)
 
@@ -206,10 +206,12 @@ class RelayPool:
             except SmtpTemporaryError as exc:
                 self._move(_trouble_of(exc), exc.message)
                 continue
-            self._backoff = self.backoff_first_s
-            self._move(RelayState.UP, "")
-            self._start(session)
-            self._more()
+            if self.status.state is RelayState.DOWN:
+                self._move(RelayState.UP, "")  # reachable again: every session may go
+                self._more()
+            # A slowed relay is UP again only once it takes a message (`_settle`): this
+            # session tries one, the others wait.
+            self._start(session, probe=True)
             return
 
     def _expire(self) -> None:
@@ -242,9 +244,10 @@ class RelayPool:
             text = str(exc) or type(exc).__name__
             raise SmtpTemporaryError(0, f"cannot connect ({text})") from None
 
-    async def _work(self, session: Session | None) -> None:
+    async def _work(self, session: Session | None, probe: bool = False) -> None:
+        """Carry mail while the relay is UP (a probe: one round whatever the state)."""
         try:
-            while not self._closing and self.status.state is RelayState.UP:
+            while not self._closing and (probe or self.status.state is RelayState.UP):
                 if not self._line:
                     if not await self._wait_for_mail():
                         return
@@ -258,6 +261,12 @@ class RelayPool:
                 if not self._line:
                     continue
                 session = await self._carry(session)
+                if probe and self.status.state is not RelayState.UP and (
+                        self._probe is None or self._probe.done()):
+                    # answered, and not with "slow down" (a refusal of that message)
+                    self._move(RelayState.UP, "")
+                    self._more()
+                probe = False
         finally:
             if session is not None:
                 await session.quit()
@@ -382,6 +391,10 @@ class RelayPool:
     def _settle(self, item: Outbound, final: Reply, refused: dict[str, Reply]) -> None:
         if final.code == 250:
             self.sent += 1
+            self._backoff = self.backoff_first_s  # it takes mail: the next trouble starts short
+            if self.status.state is not RelayState.UP:
+                self._move(RelayState.UP, "")
+                self._more()
             item.settle(SendResult(reply=str(final),
                                    refused={a: str(r) for a, r in refused.items()}))
         else:

@@ -82,7 +82,9 @@ class EmailDelivery:
         self.bridge = bridge
         self.relay = settings.smtp_url
         self.smtp: Relay = relay or SmtpSender(max_connections=settings.smtp_max_connections,
-                                               max_rate=settings.smtp_max_rate)
+                                               max_rate=settings.smtp_max_rate,
+                                               backoff_max_s=settings.smtp_backoff_max_s,
+                                               wait_s=settings.smtp_relay_wait_s)
         # Concurrent deliveries share one store trip for their reads and one transaction
         # for their outcomes (group commit); each still waits for its own result.
         self._prepare: Batcher[None, tuple[EmailMessage, str], Prepared] = Batcher(
