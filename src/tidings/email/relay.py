@@ -34,6 +34,7 @@ from enum import StrEnum
 
 import aiosmtplib
 
+from tidings.email.pace import TokenBucket
 from tidings.email.session import Reply, Session, SessionLost, content, envelope, open_session
 from tidings.email.smtp_errors import SendResult, SmtpPermanentError, SmtpTemporaryError
 
@@ -105,6 +106,7 @@ class RelayPool:
                  timeout_s: float = 30.0, max_connections: int = 4,
                  backoff_first_s: float = 1.0, backoff_max_s: float = 60.0,
                  wait_s: float = 300.0, idle_s: float = 60.0,
+                 bucket: TokenBucket | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name  # host:port, for logs
         self.connect = connect
@@ -115,6 +117,10 @@ class RelayPool:
         self.wait_s = wait_s
         self.idle_s = idle_s
         self.clock = clock
+        # The relay's pace, taken when a session is about to carry a message (not when
+        # the message joins the line: the rate is what the relay sees, session opening
+        # included). A paced pool does not pipeline one message into the next.
+        self.bucket = bucket
         self.status = RelayStatus()
         self.sent = 0
         self._line: deque[Outbound] = deque()
@@ -286,6 +292,8 @@ class RelayPool:
         """Send from the line while there is mail, one transaction after another; returns
         the session, or None when it ended."""
         item = self._line.popleft()
+        if self.bucket is not None:
+            await self.bucket.acquire()
         pending = [item]  # taken from the line and not settled
         accepted: dict[str, Reply] = {}
         content_out = False  # item's content went out: a lost session may have taken it
@@ -294,7 +302,8 @@ class RelayPool:
             while True:
                 outcome = self._envelope_outcome(item, got)
                 following = None
-                if self._line and session.pipelining and self.status.state is RelayState.UP:
+                if self._line and session.pipelining and self.bucket is None and \
+                        self.status.state is RelayState.UP:
                     following = self._line.popleft()
                     pending.append(following)
                 if outcome is None:  # refused (and settled) before its content

@@ -20,12 +20,11 @@ it earns are the pool's (`relay.py`). Outcomes are in `smtp_errors.py`.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from tidings.email.pace import TokenBucket
 from tidings.email.relay import RelayPool, close_all
 from tidings.email.session import new_client
 from tidings.email.smtp_errors import SendResult, SmtpPermanentError, SmtpTemporaryError
@@ -80,33 +79,6 @@ class RelayConfig:
         return f"{scheme}://{user}{self.host}:{self.port}"
 
 
-class TokenBucket:
-    """`rate` tokens a second, room for `burst`. Waiters are served in arrival order:
-    each reserves the next free instant, so none can starve another."""
-
-    def __init__(self, rate: float, burst: int = 1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if rate <= 0:
-            raise ValueError("rate must be positive")
-        self.interval = 1.0 / rate
-        self.burst = max(burst, 1)
-        self._clock = clock
-        self._next = clock()  # the instant the next token is free
-
-    def reserve(self) -> float:
-        """Take a token; returns how long to wait before using it."""
-        now = self._clock()
-        earliest = now - (self.burst - 1) * self.interval  # unused tokens saved up
-        at = max(self._next, earliest)
-        self._next = at + self.interval
-        return max(at - now, 0.0)
-
-    async def acquire(self) -> None:
-        wait = self.reserve()
-        if wait > 0:
-            await asyncio.sleep(wait)
-
-
 class SmtpSender:
     """One `RelayPool` per relay URL, made on first use (on the running loop)."""
 
@@ -120,12 +92,9 @@ class SmtpSender:
         self.backoff_first_s = backoff_first_s
         self.backoff_max_s = backoff_max_s
         self.wait_s = wait_s
-        self._pools: dict[str, tuple[RelayPool, TokenBucket | None]] = {}
+        self._pools: dict[str, RelayPool] = {}
 
     def pool(self, url: str) -> RelayPool:
-        return self._pool(url)[0]
-
-    def _pool(self, url: str) -> tuple[RelayPool, TokenBucket | None]:
         found = self._pools.get(url)
         if found is None:
             c = RelayConfig.parse(url)
@@ -136,17 +105,14 @@ class SmtpSender:
                                    verify=c.verify, timeout_s=c.timeout_s),
                 timeout_s=c.timeout_s, max_connections=self.max_connections,
                 backoff_first_s=self.backoff_first_s, backoff_max_s=self.backoff_max_s,
-                wait_s=self.wait_s)
-            found = self._pools[url] = (pool, TokenBucket(self.max_rate)
-                                        if self.max_rate > 0 else None)
+                wait_s=self.wait_s,
+                bucket=TokenBucket(self.max_rate) if self.max_rate > 0 else None)
+            found = self._pools[url] = pool
         return found
 
     async def send(self, url: str, sender: str, recipients: Sequence[str],
                    data: bytes) -> SendResult:
-        pool, bucket = self._pool(url)
-        if bucket is not None:
-            await bucket.acquire()
-        return await pool.send(sender, recipients, data)
+        return await self.pool(url).send(sender, recipients, data)
 
     async def close(self) -> None:
-        await close_all([pool for pool, _ in self._pools.values()])
+        await close_all(list(self._pools.values()))
