@@ -121,7 +121,7 @@ class RelayPool:
         # the message joins the line: the rate is what the relay sees, session opening
         # included). A paced pool does not pipeline one message into the next.
         self.bucket = bucket
-        self.status = RelayStatus()
+        self.status = RelayStatus(since=clock())
         self.sent = 0
         self._line: deque[Outbound] = deque()
         self._workers: set[asyncio.Task[None]] = set()
@@ -172,9 +172,9 @@ class RelayPool:
             log.warning("SMTP relay %s asked to slow down: %s; holding its emails, trying "
                         "it again in about %g s", self.name, reason, self._backoff)
         elif was is RelayState.DOWN:
-            log.warning("SMTP relay %s is back up after %.1f s", self.name, after)
+            log.info("SMTP relay %s is back up after %.1f s", self.name, after)
         else:
-            log.warning("SMTP relay %s accepts mail again after %.1f s", self.name, after)
+            log.info("SMTP relay %s accepts mail again after %.1f s", self.name, after)
 
     def _more(self) -> None:
         """Mail was added or given back: wake an idle session, or open one."""
