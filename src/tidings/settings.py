@@ -86,6 +86,16 @@ class Settings:
     smtp_max_rate: float = _setting(0.0, "Emails per second through the relay (0: no limit).",
                                     low=0)
     smtp_max_connections: int = _setting(4, "Simultaneous SMTP sessions with the relay.", low=1)
+    smtp_domain_rates: str | None = _setting(None, "Emails per second per recipient domain, "
+                                             "e.g. gmail.com=20,yahoo.com=10 (*: any other "
+                                             "domain).")
+    email_daily_cap: int = _setting(0, "At most this many list emails to one recipient per "
+                                    "local day (0: no cap).", low=0)
+    smtp_backoff_max_s: float = _setting(60.0, "Longest pause before trying again a relay "
+                                         "that is down or asked to slow down.", above=0)
+    smtp_relay_wait_s: float = _setting(300.0, "Seconds an email waits for a relay that is "
+                                        "down or slowed before that counts as a failed "
+                                        "attempt.", above=0)
     dkim_key_file: str | None = _setting(None, "PEM private key to DKIM-sign email with.")
     dkim_selector: str | None = _setting(None, "DKIM selector (with the key file).")
     dkim_domain: str | None = _setting(None, "DKIM signing domain (with the key file).")

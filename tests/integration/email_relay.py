@@ -1,7 +1,9 @@
 """A real SMTP relay for the email tests: aiosmtpd on a free loopback port, in a thread.
 
-It records every accepted message, answers DATA from a script (e.g. "451 …" twice, then
-250), refuses chosen recipients at RCPT, and counts simultaneous sessions.
+It records every accepted message, answers MAIL and DATA from scripts (e.g. "451 …"
+twice, then 250), refuses chosen recipients at RCPT, counts simultaneous sessions, and
+offers PIPELINING when asked (aiosmtpd reads commands one after another from the stream,
+so it serves a pipelining client correctly; it just does not say so by default).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class Received:
 @dataclass
 class Relay:
     data_replies: list[str] = field(default_factory=list)  # consumed one per DATA
+    mail_replies: list[str] = field(default_factory=list)  # consumed one per MAIL
+    pipelining: bool = False
     refuse_rcpt: dict[str, str] = field(default_factory=dict)  # address → reply
     received: list[Received] = field(default_factory=list)
     data_delay_s: float = 0.0  # a slow relay, so concurrent sessions pile up
@@ -46,6 +50,23 @@ class Relay:
     peak_sessions: int = 0
     total_sessions: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    async def handle_EHLO(self, server: SMTP, session: Session, envelope: Envelope,
+                          hostname: str, responses: list[str]) -> list[str]:
+        session.host_name = hostname
+        if self.pipelining:
+            responses.insert(-1, "250-PIPELINING")
+        return responses
+
+    async def handle_MAIL(self, server: SMTP, session: Session, envelope: Envelope,
+                          address: str, mail_options: list[str]) -> str:
+        with self.lock:
+            scripted = self.mail_replies.pop(0) if self.mail_replies else None
+        if scripted is not None:
+            return scripted
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 OK"
 
     async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope,
                           address: str, rcpt_options: list[str]) -> str:
@@ -101,9 +122,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_relay(relay: Relay) -> Iterator[str]:
-    """Yields the relay's URL, smtp://127.0.0.1:PORT."""
-    port = free_port()
+def running_relay(relay: Relay, port: int | None = None) -> Iterator[str]:
+    """Yields the relay's URL, smtp://127.0.0.1:PORT (a free port unless given)."""
+    port = port or free_port()
     controller = _Controller(relay, hostname="127.0.0.1", port=port)
     controller.start()
     try:

@@ -22,8 +22,9 @@ than everything else on the send path together (bench/email.py).
 from __future__ import annotations
 
 import email.utils
+import functools
+import random
 import re
-import secrets
 from dataclasses import dataclass
 from email.charset import QP, Charset
 from email.header import Header
@@ -82,6 +83,9 @@ def unstructured(name: str, value: str) -> str:
     return f"{name}: " + Header(value, charset, header_name=name).encode(linesep=CRLF)
 
 
+# The sender's line is the same in every message of a send, and the Date changes once a
+# second: formatted once each, not per message.
+@functools.lru_cache(maxsize=1024)
 def address(value: str) -> str:
     name, addr = split_display(value)
     local, _, domain = addr.rpartition("@")
@@ -120,7 +124,7 @@ def message_text(out: Outgoing) -> str:
     if out.reply_to:
         lines.append(address_list("Reply-To", out.reply_to))
     lines.append(unstructured("Subject", out.subject))
-    lines.append("Date: " + email.utils.formatdate(out.date_ms / 1000, usegmt=True))
+    lines.append("Date: " + _date(out.date_ms // 1000))
     lines.append(f"Message-ID: <{out.message_id}>")
     if out.unsubscribe is not None:
         lines.append(f"List-Unsubscribe: <{out.unsubscribe.url}>,{CRLF}"
@@ -140,14 +144,28 @@ def message_text(out: Outgoing) -> str:
         return CRLF.join(lines) + CRLF + head + CRLF + CRLF + body + CRLF
     encoded = [_part(sub, text or "") for sub, text in parts]
     # "=_" cannot occur in quoted-printable output, and 7bit parts are checked.
-    boundary = "=_tidings_" + secrets.token_hex(12)
+    boundary = _boundary()
     while any(boundary in body for _, body in encoded):  # pragma: no cover - 2^-96
-        boundary = "=_tidings_" + secrets.token_hex(12)
+        boundary = _boundary()
     lines.append(f'Content-Type: multipart/alternative;{CRLF} boundary="{boundary}"')
     out_text = CRLF.join(lines) + CRLF + CRLF
     for head, body in encoded:
         out_text += f"--{boundary}{CRLF}{head}{CRLF}{CRLF}{body}{CRLF}"
     return out_text + f"--{boundary}--{CRLF}"
+
+
+@functools.lru_cache(maxsize=4)
+def _date(seconds: int) -> str:
+    return email.utils.formatdate(seconds, usegmt=True)
+
+
+_RANDOM = random.Random()
+
+
+def _boundary() -> str:
+    """A boundary need not be secret, only absent from the parts (which is checked):
+    not the system's random source, whose read cost more than the rest of the line."""
+    return f"=_tidings_{_RANDOM.getrandbits(96):024x}"
 
 
 def message_bytes(out: Outgoing, dkim: DkimSigner | None = None) -> bytes:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tidings.clock import Clock
+from tidings.email.deliverability import local_midnight_ms, recipient_zone
 from tidings.email.identities import Identities
 from tidings.email.mime import Unsubscribe
 from tidings.email.sesv2 import RawEmailMessage, parse_send_email, send_email_document
@@ -83,6 +84,7 @@ class Prepared:
     template: CompiledEmailTemplate | None
     suppressed: dict[str, Suppression]
     existing: Delivery | None  # the log row of this delivery, if an attempt made one
+    capped: frozenset[str] = frozenset()  # over the daily cap (deliverability.py)
 
 
 RESEND_PAGE = 500
@@ -276,8 +278,8 @@ class EmailService:
     # what a delivery attempt needs (the email target's batch read and write, run on the
     # store's thread by its group commits) ------------------------------------------------
 
-    def prepare_many(self, requests: Sequence[tuple[EmailMessage, str]],
-                     ) -> list[Prepared | TidingsError]:
+    def prepare_many(self, requests: Sequence[tuple[EmailMessage, str]], *,
+                     daily_cap: int = 0) -> list[Prepared | TidingsError]:
         """For each (message, delivery id): its compiled template, which recipients are
         suppressed, and its log row; one store trip for many concurrent deliveries."""
         templates: dict[str, CompiledEmailTemplate | TidingsError] = {}
@@ -293,6 +295,7 @@ class EmailService:
                 self.tokens()  # the secret is read here, on the store's thread, once
         suppressed = self.store.suppressed_among(sorted(keys))
         existing = self.store.get_deliveries([d for _, d in requests])
+        capped = self._over_daily_cap([m for m, _ in requests], suppressed, daily_cap)
         out: list[Prepared | TidingsError] = []
         for msg, delivery_id in requests:
             try:  # an identity removed since the message was accepted: it is not sent
@@ -306,8 +309,37 @@ class EmailService:
                 continue
             mine = {k: suppressed[k] for k in (normalise_address(a) for a in msg.recipients)
                     if k in suppressed}
-            out.append(Prepared(template, mine, existing.get(delivery_id)))
+            over = frozenset(k for k in (normalise_address(a) for a in msg.recipients)
+                             if (id(msg), k) in capped)
+            out.append(Prepared(template, mine, existing.get(delivery_id), over))
         return out
+
+    def _over_daily_cap(self, messages: Sequence[EmailMessage],
+                        suppressed: Mapping[str, Suppression],
+                        cap: int) -> set[tuple[int, str]]:
+        """(id(message), address) of the list mail over the daily `cap` (the sending
+        node's TIDINGS_EMAIL_DAILY_CAP) today in the recipient's zone; the messages of
+        one batch count towards each other's cap."""
+        if cap <= 0:
+            return set()
+        now = self.clock.now_ms()
+        wanted: list[tuple[int, str, int]] = []
+        for msg in messages:
+            if not msg.carries_unsubscribe or isinstance(msg, RawEmailMessage):
+                continue
+            since = local_midnight_ms(now, recipient_zone(msg.template_data))
+            wanted += [(id(msg), k, since) for k in map(normalise_address, msg.recipients)
+                       if k not in suppressed]
+        counts = self.store.sent_to_since([(k, since) for _, k, since in wanted])
+        tally: dict[str, int] = {}
+        over: set[tuple[int, str]] = set()
+        for (ident, key, _), sent in zip(wanted, counts, strict=True):
+            so_far = sent + tally.get(key, 0)
+            if so_far >= cap:
+                over.add((ident, key))
+            else:
+                tally[key] = tally.get(key, 0) + 1
+        return over
 
     def record_many(self, items: Sequence[tuple[Delivery, tuple[str, ...]]]) -> list[bool]:
         """Log attempts' outcomes in one transaction; bounced addresses are suppressed."""

@@ -7,6 +7,7 @@ happens after the relay is the relay's business, as with SES's "Send" event.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -86,7 +87,14 @@ def split_display(value: str) -> tuple[str, str]:
 
 def check_address(field_name: str, value: object) -> str:
     """Validate one address (a display name is allowed: `Ana <ana@example.com>`)."""
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str):  # (not hashable, maybe: before the cache)
+        raise ValidationError(field_name, "must be an email address")
+    return _check_address(field_name, value)
+
+
+@functools.lru_cache(maxsize=4096)  # pure; a send's sender is checked once, not per message
+def _check_address(field_name: str, value: str) -> str:
+    if not value.strip():
         raise ValidationError(field_name, "must be an email address")
     if "\r" in value or "\n" in value:
         raise ValidationError(field_name, "must not contain line breaks")

@@ -14,6 +14,7 @@ table holds that long a span of firings whatever the rate.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -66,6 +67,17 @@ class FiringLog:
                detail: str | None = None) -> None:
         self.store.record_firings([outcome_row(schedule_id, occurrence, self.clock.now_ms(),
                                                outcome, attempts, detail)])
+
+    def record_many(self, _key: None, items: Sequence[tuple[int, int, Outcome, int, str | None]],
+                    ) -> list[None]:
+        """`record` for many deliveries' outcomes in one transaction (a `Batcher`'s write:
+        concurrent deliveries share it)."""
+        now = self.clock.now_ms()
+        self.store.record_firings([outcome_row(schedule_id, occurrence, now, outcome,
+                                               attempts, detail)
+                                   for schedule_id, occurrence, outcome, attempts, detail
+                                   in items])
+        return [None] * len(items)
 
     def recent(self, schedule_id: int, limit: int = SHOWN, *,
                since: int = 0) -> list[FiringRecord]:

@@ -132,6 +132,12 @@ class SqlEmail(SqlBase):
         found = self._all("deliveries_by_id", (self.driver.array(delivery_ids),))
         return {d.id: d for d in map(rows.delivery, found)}
 
+    def sent_to_since(self, wanted: Sequence[tuple[str, int]]) -> list[int]:
+        with self.driver.read() as conn:
+            return [int(conn.execute(self.q["sent_to_since"],
+                                     {"address": address, "since": since}).fetchone()[0])
+                    for address, since in wanted]
+
     def list_deliveries(self, recipient: str | None, state: DeliveryState | None,
                         before: int | None, limit: int) -> list[Delivery]:
         args = {"before": NO_SEQ if before is None else before,

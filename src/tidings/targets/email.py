@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
+from tidings.email.deliverability import SendingLimits, sending_limits
 from tidings.email.mime import DkimSigner, Outgoing, message_bytes
 from tidings.email.service import EmailService, Prepared
 from tidings.email.sesv2 import RawEmailMessage, parse_send_email
@@ -82,11 +83,16 @@ class EmailDelivery:
         self.bridge = bridge
         self.relay = settings.smtp_url
         self.smtp: Relay = relay or SmtpSender(max_connections=settings.smtp_max_connections,
-                                               max_rate=settings.smtp_max_rate)
+                                               max_rate=settings.smtp_max_rate,
+                                               backoff_max_s=settings.smtp_backoff_max_s,
+                                               wait_s=settings.smtp_relay_wait_s)
+        self.limits: SendingLimits = sending_limits(settings.smtp_domain_rates)
+        self.daily_cap = settings.email_daily_cap
         # Concurrent deliveries share one store trip for their reads and one transaction
         # for their outcomes (group commit); each still waits for its own result.
         self._prepare: Batcher[None, tuple[EmailMessage, str], Prepared] = Batcher(
-            bridge, lambda _, requests: service.prepare_many(requests))
+            bridge, lambda _, requests: service.prepare_many(requests,
+                                                             daily_cap=self.daily_cap))
         self._record: Batcher[None, tuple[Delivery, tuple[str, ...]], bool] = Batcher(
             bridge, lambda _, outcomes: service.record_many(outcomes))
         self.dkim: DkimSigner | None = None
@@ -140,6 +146,13 @@ class EmailDelivery:
             await self._final(record, DeliveryState.FAILED, failure.message)
             raise DeliveryError(type(failure).__name__, failure.message, retryable=False)
         recipients = [r for r in msg.recipients if normalise_address(r) not in prep.suppressed]
+        if prep.capped:
+            recipients = [r for r in recipients if normalise_address(r) not in prep.capped]
+            if not recipients:
+                await self._final(record, DeliveryState.SUPPRESSED,
+                                  f"daily cap: {self.daily_cap} list emails to this recipient "
+                                  "today already (TIDINGS_EMAIL_DAILY_CAP)")
+                return "suppressed"
         if not recipients:
             await self._final(record, DeliveryState.SUPPRESSED,
                               "every recipient is on the suppression list")
@@ -151,6 +164,7 @@ class EmailDelivery:
             raise DeliveryError("RenderingFailure", str(exc), retryable=False) from None
         if not self.relay:  # only nodes with a relay consume the email queue
             raise DeliveryError("NoRelay", NO_RELAY)
+        await self.limits.before_send(recipients)
         try:
             result = await self.smtp.send(self.relay, bare_address(msg.from_address),
                                           recipients, data)

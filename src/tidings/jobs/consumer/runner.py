@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from tidings.jobs.consumer.work import JobState, Ledger, Work
 from tidings.jobs.handlers import Registration
 from tidings.runtime.handler_threads import HandlerThreads, Outcome
+from tidings.targets.base import DeliveryError
 
 log = logging.getLogger("tidings.consumers")
 
@@ -176,7 +177,14 @@ class Runner:
 
     def _fail(self, work: Work, exc: BaseException) -> None:
         self.failed += 1
-        log.warning("job %s on %s failed (attempt %d)", work.key, work.queue.name,
-                    work.held.message.receive_count, exc_info=exc)
+        if isinstance(exc, DeliveryError):
+            # A target's refusal explains itself (an SMTP reply, an HTTP status): one
+            # line, not a traceback of the delivery code per attempt.
+            log.warning("job %s on %s failed (attempt %d): %s: %s", work.key,
+                        work.queue.name, work.held.message.receive_count, exc.code,
+                        exc.message)
+        else:
+            log.warning("job %s on %s failed (attempt %d)", work.key, work.queue.name,
+                        work.held.message.receive_count, exc_info=exc)
         self.ledger.move(work, JobState.FAILED)
         self.outcomes.failed(work, f"{type(exc).__name__}: {exc}")

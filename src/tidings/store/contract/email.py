@@ -64,6 +64,11 @@ class EmailStore(Protocol):
 
     def get_delivery(self, delivery_id: str) -> Delivery | None: ...
     def get_deliveries(self, delivery_ids: Sequence[str]) -> dict[str, Delivery]: ...
+    def sent_to_since(self, wanted: Sequence[tuple[str, int]]) -> list[int]:
+        """For each (normalised address, instant): how many SENT deliveries went to the
+        address since then, in one read."""
+        ...
+
     def list_deliveries(self, recipient: str | None, state: DeliveryState | None,
                         before: int | None, limit: int) -> list[Delivery]:
         """Newest first; `before` is the `seq` of the previous page's last row."""

@@ -931,3 +931,10 @@ SET cancelled = campaign_step_counts.cancelled + excluded.cancelled;
 
 -- name: step_cancelled_counts
 SELECT step, cancelled FROM campaign_step_counts WHERE campaign = %s;
+
+-- name: sent_to_since
+-- The per-recipient frequency cap (email/deliverability.py): SENT deliveries to one
+-- address since an instant, through the recipients table's (address, delivery_seq) key.
+SELECT COUNT(*) FROM email_delivery_recipients AS r
+JOIN email_deliveries AS d ON d.seq = r.delivery_seq
+WHERE r.address = %(address)s AND d.state = 'SENT' AND d.updated_at >= %(since)s;

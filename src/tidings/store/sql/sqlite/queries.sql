@@ -784,3 +784,10 @@ SET cancelled = campaign_step_counts.cancelled + excluded.cancelled;
 
 -- name: step_cancelled_counts
 SELECT step, cancelled FROM campaign_step_counts WHERE campaign = ?;
+
+-- name: sent_to_since
+-- The per-recipient frequency cap (email/deliverability.py): SENT deliveries to one
+-- address since an instant, through the recipients table's (address, delivery_seq) key.
+SELECT COUNT(*) FROM email_delivery_recipients AS r
+JOIN email_deliveries AS d ON d.seq = r.delivery_seq
+WHERE r.address = :address AND d.state = 'SENT' AND d.updated_at >= :since;
