@@ -71,6 +71,10 @@ def serve(db: str, relay: Relay, **settings: Any) -> Iterator[Served]:
         config = Settings(db=db, concurrency=2, shutdown_grace_s=1, smtp_url=smtp_url,
                           public_url="https://mail.example.test", **settings)
         t = Tidings(settings=config)
+        # the contact list the sends below name (SES refuses a send naming no such list)
+        t.email.contacts.create_list("news", [
+            {"TopicName": topic, "DisplayName": topic.title(),
+             "DefaultSubscriptionStatus": "OPT_IN"} for topic in ("weekly", "digest")])
         node = Node(t, config)
         try:
             with running_server(node.http_app()) as url:

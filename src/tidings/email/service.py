@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidings.clock import Clock
+from tidings.email.contacts import ContactLists
 from tidings.email.identities import Identities
 from tidings.email.mime import Unsubscribe
 from tidings.email.sesv2 import RawEmailMessage, parse_send_email, send_email_document
@@ -78,6 +79,21 @@ class Prepared:
     template: CompiledEmailTemplate | None
     suppressed: dict[str, Suppression]
     existing: Delivery | None  # the log row of this delivery, if an attempt made one
+    #: recipients a send to a contact list skips (opted out), with why: the log says
+    skipped: Mapping[str, str] = field(default_factory=dict)
+
+    def held_back(self, recipients: Sequence[str]) -> tuple[list[str], str]:
+        """The recipients to send to, and what the log says of the others."""
+        go, notes = [], []
+        for r in recipients:
+            key = normalise_address(r)
+            if key in self.suppressed:
+                notes.append(f"{r}: on the suppression list ({self.suppressed[key].reason})")
+            elif key in self.skipped:
+                notes.append(f"{r}: {self.skipped[key]}")
+            else:
+                go.append(r)
+        return go, "; ".join(notes)
 
 
 RESEND_PAGE = 500
@@ -107,6 +123,7 @@ class EmailService:
         self._compiled: TemplateCache[tuple[str, int], CompiledEmailTemplate] = TemplateCache()
         self._tokens: UnsubscribeTokens | None = None
         self.identities = Identities(store, clock, settings)
+        self.contacts = ContactLists(store, clock)
 
     # templates ------------------------------------------------------------------------------
 
@@ -191,10 +208,16 @@ class EmailService:
         return self.tokens().verify(token)
 
     def unsubscribe(self, token: str) -> UnsubscribeRequest:
-        """Verify the token and suppress its address (reason UNSUBSCRIBE); idempotent."""
+        """Verify the token and opt its address out of the list or topic the mail named
+        (SES's topic preferences), so transactional mail still reaches it; only mail that
+        named no contact list (a sender's own `unsubscribe` choice) falls back to the
+        account suppression list (reason UNSUBSCRIBE). Idempotent."""
         request = self.tokens().verify(token)
-        self.store.add_suppressions([request.address], SuppressionReason.UNSUBSCRIBE,
-                                    self.clock.now_ms())
+        if request.list_id is not None:
+            self.contacts.opt_out(request.list_id, request.address)
+        else:
+            self.store.add_suppressions([normalise_address(request.address)],
+                                        SuppressionReason.UNSUBSCRIBE, self.clock.now_ms())
         return request
 
     # suppression list ----------------------------------------------------------------------
@@ -238,6 +261,8 @@ class EmailService:
         self.identities.check_sender(msg)
         if msg.template is not None:
             self.compiled(msg.template)  # TemplateNotFound / a stale bad template, now
+        if msg.list_id is not None:
+            self.contacts.check_send(msg.list_id)  # the list and topic exist, as in SES
         delivery_id = str(uuid.uuid4())
         now = self.clock.now_ms()
         ctx = FiringContext("", "", "", now, delivery_id)
@@ -288,8 +313,10 @@ class EmailService:
                 self.tokens()  # the secret is read here, on the store's thread, once
         suppressed = self.store.suppressed_among(sorted(keys))
         existing = self.store.get_deliveries([d for _, d in requests])
+        opted_out = self.contacts.skipped(
+            [(m.list_id, [normalise_address(a) for a in m.recipients]) for m, _ in requests])
         out: list[Prepared | TidingsError] = []
-        for msg, delivery_id in requests:
+        for (msg, delivery_id), skipped in zip(requests, opted_out, strict=True):
             try:  # an identity removed since the message was accepted: it is not sent
                 self.identities.check_sender(msg)
             except ValidationError as exc:
@@ -301,7 +328,10 @@ class EmailService:
                 continue
             mine = {k: suppressed[k] for k in (normalise_address(a) for a in msg.recipients)
                     if k in suppressed}
-            out.append(Prepared(template, mine, existing.get(delivery_id)))
+            if isinstance(skipped, TidingsError):  # the list or topic was deleted since
+                out.append(skipped)
+                continue
+            out.append(Prepared(template, mine, existing.get(delivery_id), skipped))
         return out
 
     def record_many(self, items: Sequence[tuple[Delivery, tuple[str, ...]]]) -> list[bool]:

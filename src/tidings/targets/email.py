@@ -52,7 +52,6 @@ from tidings.model.email import (
     DeliveryState,
     EmailMessage,
     bare_address,
-    normalise_address,
 )
 from tidings.model.firings import FiringContext, delivery_job
 from tidings.model.schedules import Target
@@ -139,10 +138,9 @@ class EmailDelivery:
         if failure is not None:
             await self._final(record, DeliveryState.FAILED, failure.message)
             raise DeliveryError(type(failure).__name__, failure.message, retryable=False)
-        recipients = [r for r in msg.recipients if normalise_address(r) not in prep.suppressed]
-        if not recipients:
-            await self._final(record, DeliveryState.SUPPRESSED,
-                              "every recipient is on the suppression list")
+        recipients, held_back = prep.held_back(msg.recipients)
+        if not recipients:  # suppressed, or opted out of the list or topic the mail names
+            await self._final(record, DeliveryState.SUPPRESSED, held_back)
             return "suppressed"
         try:
             data = self._message_bytes(msg, prep, record.message_id, now)
@@ -162,7 +160,7 @@ class EmailDelivery:
         except SmtpPermanentError as exc:
             await self._final(record, DeliveryState.BOUNCED, str(exc), exc.refused)
             raise DeliveryError(f"SMTP{exc.code}", str(exc), retryable=False) from None
-        detail = result.reply
+        detail = result.reply + (f"; not sent to {held_back}" if held_back else "")
         if result.refused:
             detail += "; refused: " + json.dumps(result.refused)
         await self._final(record, DeliveryState.SENT, detail[:2000],
