@@ -92,6 +92,12 @@ class FanoutOptions:
     max_error_percent: float | None = None
     format: str = "csv"
     chunk: int = 20_000
+    #: The contact list (and topic) the mail is about: each message names it in its
+    #: ListManagementOptions, so an unsubscribe opts out of that topic (or list) and a
+    #: contact who opted out is skipped at send time. None: the one-click unsubscribe of
+    #: campaign mail puts the address on the account suppression list.
+    contact_list: str | None = None
+    topic: str | None = None
 
 
 @dataclass
@@ -176,8 +182,8 @@ class _Run:
         self._prefix = [step.name + "-" for step in steps]
         self._description = [f"campaign {opts.campaign}, step {step.name}" for step in steps]
         self._step_tpl = [step.template or opts.template for step in steps]
-        self._head = ('{"FromEmailAddress":' + json.dumps(opts.sender)
-                      + ',"Destination":{"ToAddresses":[')
+        self._head = ('{"FromEmailAddress":' + json.dumps(opts.sender) + ","
+                      + list_management(opts) + '"Destination":{"ToAddresses":[')
         self._middle = {tpl: '"Content":{"Template":{"TemplateName":' + json.dumps(tpl)
                         + ',"TemplateData":' for tpl in self._step_tpl}
         self.stop = False
@@ -293,6 +299,7 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
     planner = _planner(opts, steps, now)
     for tpl in {s.template or opts.template for s in steps}:
         store.get_template(tpl)  # TemplateNotFound before any row is read
+    check_contact_list(store, opts)
     store.create_group(opts.campaign, {"tidings:campaign": opts.campaign}, now)
     record = CampaignRecord(opts.campaign, tuple(steps), opts.template, CampaignStatus.ACTIVE,
                             0, 0, 0, 0, now, now)
@@ -362,6 +369,30 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
         run._check_threshold(final=True)  # a small run can exceed the percentage only now
     progress()
     return summary
+
+
+def list_management(opts: FanoutOptions) -> str:
+    """The ListManagementOptions member of each document (with its comma), or nothing."""
+    if opts.contact_list is None:
+        return ""
+    lmo = {"ContactListName": opts.contact_list,
+           **({"TopicName": opts.topic} if opts.topic else {})}
+    return '"ListManagementOptions":' + json.dumps(lmo, separators=(",", ":")) + ","
+
+
+def check_contact_list(store: Store, opts: FanoutOptions) -> None:
+    """The campaign's list and topic exist before anything is created (a send naming
+    either would be refused at every recipient's due time)."""
+    if opts.contact_list is None:
+        if opts.topic is not None:
+            raise ValidationError("topic", "needs the contact list it belongs to")
+        return
+    found = store.get_contact_list(opts.contact_list)
+    if found is None:
+        raise ValidationError("contact_list", f"no contact list is named {opts.contact_list!r}")
+    if opts.topic is not None and found.topic(opts.topic) is None:
+        raise ValidationError("topic", f"{opts.topic!r} is not a topic of the contact list "
+                              f"{opts.contact_list}")
 
 
 def _due(row: ScheduleRow) -> int:
