@@ -81,6 +81,16 @@ class Settings:
     smtp_max_rate: float = _setting(0.0, "Emails per second through the relay (0: no limit).",
                                     low=0)
     smtp_max_connections: int = _setting(4, "Simultaneous SMTP sessions with the relay.", low=1)
+    bounce_address: str | None = _setting(None, "Envelope sender (Return-Path) of email, "
+                                          "bounces@your.domain: each message gets "
+                                          "bounces+<delivery id>@your.domain (VERP), so "
+                                          "the DSNs that come back name their delivery.")
+    bounce_listen: str | None = _setting(None, "host:port of the inbound SMTP listener for "
+                                         "bounces (DSNs) and complaints (ARF reports); "
+                                         "none: not started.")
+    insecure_unsubscribe_links: bool = _setting(
+        False, "Deliver email from a node beyond loopback without an https "
+        "TIDINGS_PUBLIC_URL (unsubscribe links mail providers refuse; warned once).")
     dkim_key_file: str | None = _setting(None, "PEM private key to DKIM-sign email with.")
     dkim_selector: str | None = _setting(None, "DKIM selector (with the key file).")
     dkim_domain: str | None = _setting(None, "DKIM signing domain (with the key file).")

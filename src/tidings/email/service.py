@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidings.clock import Clock
+from tidings.email.bounces import ReturnedMail
 from tidings.email.contacts import ContactLists
 from tidings.email.identities import Identities
 from tidings.email.mime import Unsubscribe
@@ -124,6 +125,7 @@ class EmailService:
         self._tokens: UnsubscribeTokens | None = None
         self.identities = Identities(store, clock, settings)
         self.contacts = ContactLists(store, clock)
+        self.returns = ReturnedMail(store, clock)
 
     # templates ------------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from tidings.email.mime import DkimSigner, Outgoing, message_bytes
+from tidings.email.returns import verp_address
 from tidings.email.service import EmailService, Prepared
 from tidings.email.sesv2 import RawEmailMessage, parse_send_email
 from tidings.email.smtp import (
@@ -80,6 +81,7 @@ class EmailDelivery:
         self.service = service
         self.bridge = bridge
         self.relay = settings.smtp_url
+        self.bounce_address = settings.bounce_address
         self.smtp: Relay = relay or SmtpSender(max_connections=settings.smtp_max_connections,
                                                max_rate=settings.smtp_max_rate)
         # Concurrent deliveries share one store trip for their reads and one transaction
@@ -150,7 +152,7 @@ class EmailDelivery:
         if not self.relay:  # only nodes with a relay consume the email queue
             raise DeliveryError("NoRelay", NO_RELAY)
         try:
-            result = await self.smtp.send(self.relay, bare_address(msg.from_address),
+            result = await self.smtp.send(self.relay, self._return_path(msg, record.id),
                                           recipients, data)
         except SmtpTemporaryError as exc:
             await self._record.submit(None, (replace(record, detail=str(exc)[:2000],
@@ -167,6 +169,13 @@ class EmailDelivery:
                           tuple(a for a, reply in result.refused.items()
                                 if reply.startswith("5")))
         return "delivered"
+
+    def _return_path(self, msg: EmailMessage, delivery_id: str) -> str:
+        """The envelope sender: VERP-tagged with the delivery id when a bounce address is
+        set (TIDINGS_BOUNCE_ADDRESS), so returned mail names its delivery."""
+        if self.bounce_address:
+            return verp_address(self.bounce_address, delivery_id)
+        return bare_address(msg.from_address)
 
     def _message_bytes(self, msg: EmailMessage, prep: Prepared, message_id: str,
                        now: int) -> bytes:

@@ -43,6 +43,8 @@ OPERATE = frozenset({
     ("POST", "/v1/email/contact-lists/{name}/contacts"),
     ("PUT", "/v1/email/contact-lists/{name}/contacts/{address}"),
     ("DELETE", "/v1/email/contact-lists/{name}/contacts/{address}"),
+    # relays report bounces and complaints (credentials: https://any:TOKEN@host/…)
+    ("POST", "/v1/email/events/ses"), ("POST", "/v1/email/events/postmark"),
 })
 
 #: Reads that need admin: the audit log says who did what.

@@ -4,16 +4,20 @@ v2 list-management operations (`t.email.contacts`), in snake_case."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 from pydantic import BaseModel, Field
 
 from tidings.email.contacts import ContactFilter
+from tidings.email.returns import Returned, parse_postmark, parse_ses
+from tidings.errors import ValidationError
 from tidings.model.contacts import subscription_status
 from tidings.server.native.contact_views import (
     contact_json,
     contact_list_json,
+    event_json,
     preferences_in,
     topics_in,
 )
@@ -133,3 +137,44 @@ async def update_contact(name: str, address: str, body: ContactFieldsIn, ctx: Ct
 async def delete_contact(name: str, address: str, ctx: Ctx) -> Response:
     await ctx.bridge.run(ctx.t.email.contacts.delete_contact, name, address)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+# returned mail ---------------------------------------------------------------------------
+
+async def _record(ctx: Ctx, found: list[Returned]) -> dict[str, Any]:
+    events = await ctx.bridge.run(ctx.t.email.returns.record, found)
+    return {"recorded": [event_json(e) for e in events]}
+
+
+@router.post("/events/ses")
+async def ses_notification(request: Request, ctx: Ctx) -> dict[str, Any]:
+    """An Amazon SES bounce or complaint notification, bare or in its SNS envelope (an
+    SNS HTTPS subscription to the SES feedback topic). Hard bounces and complaints suppress
+    the address; soft bounces are counted. An SNS SubscriptionConfirmation is not
+    followed (the node makes no request to a URL it was handed): its SubscribeURL is
+    answered back, to be confirmed by its operator."""
+    body = await request.body()
+    if request.headers.get("x-amz-sns-message-type") == "SubscriptionConfirmation":
+        try:
+            doc = json.loads(body or b"{}")
+        except ValueError:
+            raise ValidationError("body", "must be a JSON document") from None
+        return {"recorded": [], "confirm": doc.get("SubscribeURL")
+                if isinstance(doc, dict) else None}
+    return await _record(ctx, parse_ses(body))
+
+
+@router.post("/events/postmark")
+async def postmark_webhook(request: Request, ctx: Ctx) -> dict[str, Any]:
+    """A Postmark bounce or spam-complaint webhook."""
+    return await _record(ctx, parse_postmark(await request.body()))
+
+
+@router.get("/events")
+async def list_events(ctx: Ctx, address: str | None = None, delivery_id: str | None = None,
+                      limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+                      next_token: str | None = None) -> dict[str, Any]:
+    """Bounces and complaints, newest first, with the delivery each was matched to."""
+    rows, token = await ctx.bridge.run(lambda: ctx.t.email.returns.events(
+        address=address, delivery_id=delivery_id, limit=limit, next_token=next_token))
+    return {"events": [event_json(e) for e in rows], "next_token": token}
