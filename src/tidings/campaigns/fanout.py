@@ -34,6 +34,12 @@ from datetime import date
 from hashlib import blake2b
 from typing import IO, Any
 
+from tidings.campaigns.fanout_check import (
+    check_contact_list,
+    check_templates,
+    list_management,
+    peek_header,
+)
 from tidings.campaigns.fanout_source import Columns, read_rows, text_stream
 from tidings.campaigns.fanout_timing import Planned, Planner, QuietHours, parse_instant
 from tidings.errors import TidingsError, ValidationError
@@ -183,7 +189,8 @@ class _Run:
         self._description = [f"campaign {opts.campaign}, step {step.name}" for step in steps]
         self._step_tpl = [step.template or opts.template for step in steps]
         self._head = ('{"FromEmailAddress":' + json.dumps(opts.sender) + ","
-                      + list_management(opts) + '"Destination":{"ToAddresses":[')
+                      + list_management(opts.contact_list, opts.topic)
+                      + '"Destination":{"ToAddresses":[')
         self._middle = {tpl: '"Content":{"Template":{"TemplateName":' + json.dumps(tpl)
                         + ',"TemplateData":' for tpl in self._step_tpl}
         self.stop = False
@@ -256,7 +263,9 @@ class _Run:
                 continue
             key = recipient_key(rid)
             email_text = head + dumps(email) + "]},"
-            data_text = dumps(dumps(data)) + "}}}"
+            # the variables tidings provides (PROVIDED), then the row's own columns
+            data_text = dumps(dumps({"id": rid, "email": email, "timezone": zone, **data})) \
+                + "}}}"
             targets: dict[str, str] = {}
             out: list[ScheduleRow] = []
             created = now_ms()
@@ -299,7 +308,11 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
     planner = _planner(opts, steps, now)
     for tpl in {s.template or opts.template for s in steps}:
         store.get_template(tpl)  # TemplateNotFound before any row is read
-    check_contact_list(store, opts)
+    check_contact_list(store, opts.contact_list, opts.topic)
+    stream, counter = text_stream(source)
+    lines, header = peek_header(stream, opts.format)
+    check_templates(store, [s.template or opts.template for s in steps], opts.columns,
+                    header)  # every variable is in each row: or nothing
     store.create_group(opts.campaign, {"tidings:campaign": opts.campaign}, now)
     record = CampaignRecord(opts.campaign, tuple(steps), opts.template, CampaignStatus.ACTIVE,
                             0, 0, 0, 0, now, now)
@@ -314,7 +327,6 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
 
     summary = FanoutSummary(campaign=opts.campaign, bytes_total=bytes_total)
     run = _Run(service, opts, steps, planner, errors, summary)
-    stream, counter = text_stream(source)
     started = time.perf_counter()
 
     def progress() -> None:
@@ -337,7 +349,7 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
         progress()
 
     checked: set[str] = set()
-    rows = read_rows(stream, opts.format, opts.columns)
+    rows = read_rows(lines, opts.format, opts.columns)
     # Pipelined as create_many is (on PostgreSQL the store writes one chunk in its own
     # thread while the next one is built here; on SQLite inline: see `bulk_writer`).
     # Each chunk goes in due order, so the due index takes it in page-local runs rather
@@ -369,30 +381,6 @@ def run_fanout(service: ScheduleService, source: IO[bytes], opts: FanoutOptions,
         run._check_threshold(final=True)  # a small run can exceed the percentage only now
     progress()
     return summary
-
-
-def list_management(opts: FanoutOptions) -> str:
-    """The ListManagementOptions member of each document (with its comma), or nothing."""
-    if opts.contact_list is None:
-        return ""
-    lmo = {"ContactListName": opts.contact_list,
-           **({"TopicName": opts.topic} if opts.topic else {})}
-    return '"ListManagementOptions":' + json.dumps(lmo, separators=(",", ":")) + ","
-
-
-def check_contact_list(store: Store, opts: FanoutOptions) -> None:
-    """The campaign's list and topic exist before anything is created (a send naming
-    either would be refused at every recipient's due time)."""
-    if opts.contact_list is None:
-        if opts.topic is not None:
-            raise ValidationError("topic", "needs the contact list it belongs to")
-        return
-    found = store.get_contact_list(opts.contact_list)
-    if found is None:
-        raise ValidationError("contact_list", f"no contact list is named {opts.contact_list!r}")
-    if opts.topic is not None and found.topic(opts.topic) is None:
-        raise ValidationError("topic", f"{opts.topic!r} is not a topic of the contact list "
-                              f"{opts.contact_list}")
 
 
 def _due(row: ScheduleRow) -> int:
