@@ -291,6 +291,13 @@ class RemoteTidings(AbstractContextManager["RemoteTidings"]):
         self.request("DELETE", f"/v1/email/contact-lists/{_seg(list_name)}/contacts/"
                      f"{_seg(address)}")
 
+    def email_events(self, *, address: str | None = None, delivery_id: str | None = None,
+                     limit: int = 50) -> list[dict[str, Any]]:
+        """Bounces and complaints, newest first."""
+        out: list[dict[str, Any]] = self._doc("GET", "/v1/email/events", params=_given(
+            address=address, delivery_id=delivery_id, limit=limit))["events"]
+        return out
+
     # campaigns ----------------------------------------------------------------------------
 
     def list_campaigns(self) -> list[dict[str, Any]]:

@@ -7,7 +7,10 @@ and complaints suppress, soft bounces are counted, and every event is listed."""
 from __future__ import annotations
 
 import json
+import os
 import smtplib
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -255,3 +258,13 @@ def test_relay_webhooks(served: Served) -> None:
                        "pm-gone@example.org": SuppressionReason.BOUNCE,
                        "pm-full@example.org": None,
                        "pm-angry@example.org": SuppressionReason.COMPLAINT}
+
+    # the CLI, on the node TIDINGS_URL names (no database of its own)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
+    env["TIDINGS_URL"] = s.url
+    done = subprocess.run([sys.executable, "-m", "tidings", "email", "events", "--address",
+                           "pm-angry@example.org", "--json"], capture_output=True, text=True,
+                          env=env, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert [(e["kind"], e["source"]) for e in json.loads(done.stdout)] == \
+        [("COMPLAINT", "postmark")]

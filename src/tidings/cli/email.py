@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tidings.cli.email_lists import contacts_app, lists_app
+from tidings.cli.email_lists import contacts_app, events, lists_app
 from tidings.cli.options import (
     DEFAULT_DB,
     CreateOption,
@@ -53,6 +53,7 @@ app.add_typer(templates_app, name="template")
 app.add_typer(suppress_app, name="suppress")
 app.add_typer(lists_app, name="list")
 app.add_typer(contacts_app, name="contact")
+app.command("events")(events)
 
 Name = Annotated[str, typer.Argument(help="Template name (letters, digits, _ and -).",
                                      show_default=False)]

@@ -26,6 +26,7 @@ from tidings.model.contacts import subscription_status
 from tidings.server.native.contact_views import (
     contact_json,
     contact_list_json,
+    event_json,
     preferences_in,
     topics_in,
 )
@@ -221,3 +222,27 @@ def contact_delete(list_name: ListName, address: Address, db: DbOption = DEFAULT
                   lambda t: t.email.contacts.delete_contact(list_name, address))
     line(f"removed {address} from {list_name}")
 
+
+
+# returned mail ---------------------------------------------------------------------------
+
+def events(
+    address: Annotated[str | None, typer.Option(help="Only events of this address.")] = None,
+    delivery: Annotated[str | None, typer.Option(help="Only events of this delivery id.")
+                        ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="How many (newest first).")] = 50,
+    db: DbOption = DEFAULT_DB, url: UrlOption = None, as_json: JsonOption = False,
+) -> None:
+    """Bounces and complaints that came back (DSNs, ARF reports, relay webhooks), newest
+    first, with the delivery each was matched to."""
+    docs = on_node_or_db(
+        url, db, lambda node: node.email_events(address=address, delivery_id=delivery,
+                                                limit=limit),
+        lambda t: [event_json(e) for e in t.email.returns.events(
+            address=address, delivery_id=delivery, limit=limit)[0]])
+    if as_json:
+        emit_json(docs)
+        return
+    table(None, ["time", "kind", "address", "source", "delivery", "detail"],
+          [(d["at"], d["kind"], d["address"], d["source"], d["delivery_id"] or "-",
+            d["detail"]) for d in docs])
