@@ -49,6 +49,11 @@ def test_one_click_unsubscribe_opts_out_and_forgeries_are_refused(t: Tidings) ->
                          content="List-Unsubscribe=One-Click").status_code == 200
         entry = t.email.suppression("bulk@example.org")
         assert entry is not None and entry.reason is SuppressionReason.UNSUBSCRIBE
+        # mail naming a list that is gone (or that predates stored lists): suppressed
+        ghost = t.email.tokens().make("ghost@example.org", "old-list/weekly")
+        assert http.post(f"/unsubscribe/{ghost}",
+                         content="List-Unsubscribe=One-Click").status_code == 200
+        assert t.email.suppression("ghost@example.org") is not None
         other = t.email.tokens().make("other@example.org")
         for bad in (other[:-4] + token[-4:], "nonsense", token[:-2] + "AA", "a.b"):
             assert http.post(f"/unsubscribe/{bad}",

@@ -213,11 +213,13 @@ class EmailService:
         """Verify the token and opt its address out of the list or topic the mail named
         (SES's topic preferences), so transactional mail still reaches it; only mail that
         named no contact list (a sender's own `unsubscribe` choice) falls back to the
-        account suppression list (reason UNSUBSCRIBE). Idempotent."""
+        account suppression list (reason UNSUBSCRIBE), as does mail naming a list that no
+        longer exists. Idempotent."""
         request = self.tokens().verify(token)
-        if request.list_id is not None:
-            self.contacts.opt_out(request.list_id, request.address)
-        else:
+        # A list that does not exist (deleted, or named by mail sent before tidings kept
+        # contact lists): nothing to opt out of, so the address is suppressed as before.
+        if request.list_id is None or not self.contacts.opt_out(request.list_id,
+                                                                request.address):
             self.store.add_suppressions([normalise_address(request.address)],
                                         SuppressionReason.UNSUBSCRIBE, self.clock.now_ms())
         return request
