@@ -204,6 +204,10 @@ def test_dsns_and_arf_reports_over_smtp(served: Served) -> None:
     # not a report (an auto-reply): accepted, nothing recorded
     mail_in(s, "bounces@mail.example.com", "Subject: Out of office\r\n\r\nBack Monday\r\n")
     assert len(s.t.email.returns.events()[0]) == 3
+    # mail for another domain is refused: the listener is nobody's relay
+    with pytest.raises(smtplib.SMTPRecipientsRefused):
+        mail_in(s, "someone@elsewhere.example", dsn("gone@example.org", "failed", "5.1.1",
+                                                    "x", gone_mid))
 
 
 def test_relay_webhooks(served: Served) -> None:

@@ -6,8 +6,9 @@ not be stored gets a 451 and its MTA tries again later.
 
 It is an SMTP server on the node's event loop (aiosmtpd's protocol), a service with
 `run()` and `stop()` like the node's other loops. No AUTH: the MTAs that send bounces do
-not authenticate. Instead it never relays and, beyond loopback, accepts only recipients
-of the bounce address's own domain (and refuses the rest with 550); messages are capped
+not authenticate. Instead it never relays and accepts only recipients of the bounce
+address's own domain (and refuses the rest with 550): beyond loopback that address is
+required; on loopback without one, any recipient is taken. Messages are capped
 at `MAX_BYTES`. Anything else that arrives (an auto-reply, a human answer) is accepted
 and dropped, with a debug line.
 """
@@ -80,13 +81,12 @@ class BounceListener:
         self.returns = returns
         self.bridge = bridge
         self.host, self.port = listen_address(settings.bounce_listen)
-        self.domain: str | None = None
-        if not is_loopback(self.host):
-            if not settings.bounce_address or "@" not in settings.bounce_address:
-                raise ValidationError("TIDINGS_BOUNCE_ADDRESS", "is needed with a bounce "
-                                      "listener beyond loopback: its domain is the only "
-                                      "one the listener takes mail for")
-            self.domain = settings.bounce_address.rpartition("@")[2].lower()
+        address = settings.bounce_address or ""
+        if not is_loopback(self.host) and "@" not in address:
+            raise ValidationError("TIDINGS_BOUNCE_ADDRESS", "is needed with a bounce "
+                                  "listener beyond loopback: its domain is the only one "
+                                  "the listener takes mail for")
+        self.domain = address.rpartition("@")[2].lower() if "@" in address else None
         self._stopping = asyncio.Event()
         self.bound: tuple[str, int] | None = None  # the address it listens on, once it does
 
