@@ -2,8 +2,9 @@
 
 It runs as a job of the internal delivery queue (like webhooks), so its retries follow the
 target's retry policy. Outcomes, as SES reports them:
-- every recipient suppressed → SUPPRESSED, nothing sent, no retry (suppressed recipients
-  are otherwise dropped from the envelope and the others still get the message);
+- every recipient suppressed, or (mail naming a contact list) opted out of its list or
+  topic → SUPPRESSED with who and why, nothing sent, no retry (such recipients are
+  otherwise dropped from the envelope, named in the log, and the others get the message);
 - template data missing → RENDERING_FAILURE, nothing sent, no retry (the same data would
   fail again);
 - the template does not exist (a schedule of the Scheduler API may name one not created
