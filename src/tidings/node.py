@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from tidings.client import Tidings
 from tidings.dispatch_process import DispatcherProcess, runs_apart
+from tidings.email.inbound import BounceListener
 from tidings.errors import SchemaTooNew, ValidationError
 from tidings.jobs.consumers import Consumer
 from tidings.jobs.deliveries import Targets, delivery_app
@@ -35,7 +36,12 @@ from tidings.queues.internal import EMAIL_QUEUE, ensure_internal_queues
 from tidings.runtime.bridge import Bridge
 from tidings.runtime.health import Health
 from tidings.schedules.dispatcher import Dispatcher
-from tidings.server.exposure import check_exposure, describe, uvicorn_security
+from tidings.server.exposure import (
+    check_exposure,
+    check_unsubscribe_links,
+    describe,
+    uvicorn_security,
+)
 from tidings.settings import Settings
 from tidings.store import DEFAULT_URL, Create
 from tidings.targets.email import EmailDelivery
@@ -130,6 +136,10 @@ class Node:
             log.warning("no SMTP relay (--smtp-url or TIDINGS_SMTP_URL): this node sends no "
                         "email; accepted email waits in the %s queue for a node with a relay",
                         EMAIL_QUEUE)
+        self.bounces: BounceListener | None = None
+        if settings.bounce_listen:
+            self.bounces = BounceListener(t.email.returns, self.bridge, settings)
+            self.services.append(self.bounces)
         if settings.insecure_no_auth and not settings.loopback_only:
             from tidings.server.exposure import OpenNodeWarning
 
@@ -249,6 +259,7 @@ def serve(settings: Settings, *, create: Create = Create.DATABASE) -> None:
 
     _setup_logging(settings.log_level)
     check_exposure(settings)  # before anything opens: a refused node touches nothing
+    check_unsubscribe_links(settings)
     security = uvicorn_security(settings)
     app = load_app(settings.app) if settings.app else None
     settings = with_app_db(settings, app)

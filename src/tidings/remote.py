@@ -252,6 +252,52 @@ class RemoteTidings(AbstractContextManager["RemoteTidings"]):
         return self._all("/v1/email/suppressions", "suppressions",
                          _given(reason=reason, limit=1000))
 
+    def put_contact_list(self, name: str, topics: list[dict[str, Any]] | None = None,
+                         description: str | None = None, *,
+                         replace: bool = False) -> dict[str, Any]:
+        body = _given(topics=topics or [], description=description)
+        if replace:
+            return self._doc("PUT", f"/v1/email/contact-lists/{_seg(name)}", json=body)
+        return self._doc("POST", "/v1/email/contact-lists", json={"name": name, **body})
+
+    def contact_list(self, name: str) -> dict[str, Any]:
+        return self._doc("GET", f"/v1/email/contact-lists/{_seg(name)}")
+
+    def contact_lists(self) -> list[dict[str, Any]]:
+        return self._all("/v1/email/contact-lists", "contact_lists", {"limit": 1000})
+
+    def delete_contact_list(self, name: str) -> None:
+        self.request("DELETE", f"/v1/email/contact-lists/{_seg(name)}")
+
+    def put_contact(self, list_name: str, address: str, *, replace: bool = False,
+                    **fields: Any) -> dict[str, Any]:
+        """Create (or with `replace`, update) a contact: `topics` ({topic: OPT_IN |
+        OPT_OUT}), `unsubscribe_all`, `attributes`."""
+        path = f"/v1/email/contact-lists/{_seg(list_name)}/contacts"
+        if replace:
+            return self._doc("PUT", f"{path}/{_seg(address)}", json=_given(**fields))
+        return self._doc("POST", path, json={"address": address, **_given(**fields)})
+
+    def contact(self, list_name: str, address: str) -> dict[str, Any]:
+        return self._doc("GET", f"/v1/email/contact-lists/{_seg(list_name)}/contacts/"
+                         f"{_seg(address)}")
+
+    def contacts(self, list_name: str, **where: Any) -> list[dict[str, Any]]:
+        """Every contact of a list; `where`: status, topic, use_default (ListContacts)."""
+        return self._all(f"/v1/email/contact-lists/{_seg(list_name)}/contacts", "contacts",
+                         _given(**where, limit=1000))
+
+    def delete_contact(self, list_name: str, address: str) -> None:
+        self.request("DELETE", f"/v1/email/contact-lists/{_seg(list_name)}/contacts/"
+                     f"{_seg(address)}")
+
+    def email_events(self, *, address: str | None = None, delivery_id: str | None = None,
+                     limit: int = 50) -> list[dict[str, Any]]:
+        """Bounces and complaints, newest first."""
+        out: list[dict[str, Any]] = self._doc("GET", "/v1/email/events", params=_given(
+            address=address, delivery_id=delivery_id, limit=limit))["events"]
+        return out
+
     # campaigns ----------------------------------------------------------------------------
 
     def list_campaigns(self) -> list[dict[str, Any]]:

@@ -96,6 +96,16 @@ class Settings:
     smtp_relay_wait_s: float = _setting(300.0, "Seconds an email waits for a relay that is "
                                         "down or slowed before that counts as a failed "
                                         "attempt.", above=0)
+    bounce_address: str | None = _setting(None, "Envelope sender (Return-Path) of email, "
+                                          "bounces@your.domain: each message gets "
+                                          "bounces+<delivery id>@your.domain (VERP), so "
+                                          "the DSNs that come back name their delivery.")
+    bounce_listen: str | None = _setting(None, "host:port of the inbound SMTP listener for "
+                                         "bounces (DSNs) and complaints (ARF reports); "
+                                         "none: not started.")
+    insecure_unsubscribe_links: bool = _setting(
+        False, "Deliver email from a node beyond loopback without an https "
+        "TIDINGS_PUBLIC_URL (unsubscribe links mail providers refuse; warned once).")
     dkim_key_file: str | None = _setting(None, "PEM private key to DKIM-sign email with.")
     dkim_selector: str | None = _setting(None, "DKIM selector (with the key file).")
     dkim_domain: str | None = _setting(None, "DKIM signing domain (with the key file).")

@@ -68,7 +68,7 @@ def schedules(t: Tidings) -> None:
 HOSTILE_HTML = ("<h1 style=\"color:#2f6fde\">Hello {{name}}</h1>"
                 "<script>parent.pwned = 3</script>"
                 "<img src=\"http://198.51.100.7/track.png\" alt=\"tracker\">"
-                "<p>Order {{order.id}}</p>")
+                "{{#if order}}<p>Order {{order.id}}</p>{{/if}}")
 
 
 def campaigns(t: Tidings) -> None:
@@ -84,7 +84,9 @@ def campaigns(t: Tidings) -> None:
     from tidings.model.campaigns import Step
 
     t.email.create_template("welcome", "Welcome {{name}}", html=HOSTILE_HTML,
-                            text="Hi {{name}}, order {{order.id}}")
+                            text="Hi {{name}}{{#if order}}, order {{order.id}}{{/if}}")
+    # (#if: the campaigns below fan this template out to a list without an order column,
+    # and fan-out refuses a template some row cannot render)
     t.email.create_template("nudge", "Still there?", text="Hello again {{name}}")
     zones = ["America/New_York", "Europe/London", "Asia/Kolkata", "Australia/Sydney"]
     now = from_ms(t.clock.now_ms())

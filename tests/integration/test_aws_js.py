@@ -99,6 +99,7 @@ def test_js_sdk_meets_the_edges(db_url: str, tmp_path: Path) -> None:
         node = Node(t, config)
         try:
             with running_server(node.http_app()) as endpoint:
+                t.email.contacts.create_list("news")  # what the script's list mail names
                 done = run_script("sdk_edges.mjs", endpoint, tmp_path)
                 output = f"{done.stdout}\n{done.stderr}"
                 assert done.returncode == 0, output

@@ -54,7 +54,10 @@ def test_ses_operations_tidings_does_not_implement_are_named(url: str) -> None:
                                   ConfigurationSetName="marketing")
     assert (status, code) == (404, "UnknownOperationException")
     assert message.startswith("CreateConfigurationSet is an Amazon SES v2 operation")
-    assert error(ses.create_contact_list, ContactListName="news")[1] == (
+    assert error(ses.create_import_job, ImportDestination={
+        "ContactListDestination": {"ContactListName": "news",
+                                   "ContactListImportAction": "PUT"}},
+        ImportDataSource={"S3Url": "s3://bucket/contacts.csv", "DataFormat": "CSV"})[1] == (
         "UnknownOperationException")
     # Routes tidings serves answer their own errors, a missing resource included.
     assert error(ses.get_email_template, TemplateName="absent")[:2] == (

@@ -77,7 +77,9 @@ def test_fanout_creates_one_schedule_per_recipient_and_step(tc: Tidings) -> None
     doc = json.loads(ny.spec.target.input or "")
     assert doc["Destination"]["ToAddresses"] == ["user0@example.com"]
     assert doc["Content"]["Template"]["TemplateName"] == "welcome"
-    assert json.loads(doc["Content"]["Template"]["TemplateData"]) == {"first_name": "Name 0"}
+    assert json.loads(doc["Content"]["Template"]["TemplateData"]) == {
+        "id": "r0", "email": "user0@example.com", "timezone": "America/New_York",
+        "first_name": "Name 0"}  # what tidings provides, then the row's own columns
     nudge = tc.schedules.get("nudge-r1", "spring")  # London, day 2 at 10:00 (GMT)
     assert nudge.next_fire_at == utc("2027-03-03T10:00")
     assert json.loads(nudge.spec.target.input or "")["Content"]["Template"]["TemplateName"] \
@@ -148,7 +150,8 @@ def test_jsonl_with_an_instant_column_and_custom_columns(tc: Tidings) -> None:
     assert (s.spec.expression, s.spec.timezone) == ("at(2027-05-01T03:00:00)", "UTC")
     data = json.loads(json.loads(s.spec.target.input or "")["Content"]["Template"]
                       ["TemplateData"])
-    assert data == {"plan": {"tier": "pro"}}
+    assert data == {"id": "7", "email": "seven@example.com", "timezone": "Asia/Tokyo",
+                    "plan": {"tier": "pro"}}
 
 
 def test_tolerated_failures_stop_the_run(tc: Tidings) -> None:
@@ -268,6 +271,22 @@ def test_fanout_checks_before_reading(tc: Tidings) -> None:
                             options(columns=Columns(timezone="tz")))
     with pytest.raises(ValidationError, match="Timing"):
         tc.campaigns.fanout(csv_source(recipients(1)), options(next_time="09:00"))
+
+
+def test_fanout_test_renders_every_template_before_creating_anything(tc: Tidings) -> None:
+    """A template variable that no row will have is refused before anything is created,
+    naming the variable and the template; id, email and timezone are always there."""
+    tc.email.create_template("late", "Hi {{first_name}}", text="Your plan: {{plan}}")
+    with pytest.raises(ValidationError) as err:
+        tc.campaigns.fanout(csv_source(recipients(3)), options(
+            steps=(Step("welcome", 0, "09:00"), Step("later", 1, "09:00", "late"))))
+    assert err.value.field == "template"
+    assert "'late'" in err.value.message and "{{plan}}" in err.value.message
+    assert tc.campaigns.list() == [] and names(tc) == []  # nothing created
+    tc.email.create_template("mine", "For {{email}} ({{id}})", text="Your zone: {{timezone}}")
+    summary = tc.campaigns.fanout(csv_source(recipients(3)), options(template="mine",
+                                                                     steps=()))
+    assert (summary.schedules_created, summary.errors) == (3, 0)
 
 
 def test_cancelled_schedules_are_counted_per_step(tc: Tidings) -> None:

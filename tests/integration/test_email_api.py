@@ -26,23 +26,36 @@ def t(db_url: str) -> Iterator[Tidings]:
         yield client
 
 
-def test_one_click_unsubscribe_suppresses_and_forgeries_are_refused(t: Tidings) -> None:
+def test_one_click_unsubscribe_opts_out_and_forgeries_are_refused(t: Tidings) -> None:
+    t.email.contacts.create_list("news", [{"TopicName": "weekly", "DisplayName": "Weekly news",
+                                           "DefaultSubscriptionStatus": "OPT_IN"}])
     token = t.email.tokens().make("Reader@Example.org", "news/weekly")
+    bulk = t.email.tokens().make("bulk@example.org")  # mail that named no contact list
     with running_server(create_app(t)) as base, httpx.Client(base_url=base) as http:
         page = http.get(f"/unsubscribe/{token}")
         assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-        assert 'method="post"' in page.text and "reader@example.org" in page.text
-        assert t.email.suppression("reader@example.org") is None  # a GET changes nothing
+        assert 'method="post"' in page.text and "r\u2022\u2022\u2022@example.org" in page.text
+        assert "Weekly news" in page.text and "reader@" not in page.text
+        assert t.email.contacts.store.get_contact("news", "reader@example.org") is None
         r = http.post(f"/unsubscribe/{token}", content="List-Unsubscribe=One-Click",
                       headers={"content-type": "application/x-www-form-urlencoded"})
         assert r.status_code == 200
-        entry = t.email.suppression("reader@example.org")
-        assert entry is not None and entry.reason is SuppressionReason.UNSUBSCRIBE
+        contact = t.email.contacts.get_contact("news", "reader@example.org")
+        assert dict(contact.preferences) == {"weekly": "OPT_OUT"}
+        assert t.email.suppression("reader@example.org") is None  # not the account
         assert http.post(f"/unsubscribe/{token}",
                          content="List-Unsubscribe=One-Click").status_code == 200  # idempotent
-        forged = t.email.tokens().make("other@example.org").split(".")[0] + "." + \
-            token.split(".")[1]
-        for bad in (forged, "nonsense", token[:-2] + "AA"):
+        assert http.post(f"/unsubscribe/{bulk}",
+                         content="List-Unsubscribe=One-Click").status_code == 200
+        entry = t.email.suppression("bulk@example.org")
+        assert entry is not None and entry.reason is SuppressionReason.UNSUBSCRIBE
+        # mail naming a list that is gone (or that predates stored lists): suppressed
+        ghost = t.email.tokens().make("ghost@example.org", "old-list/weekly")
+        assert http.post(f"/unsubscribe/{ghost}",
+                         content="List-Unsubscribe=One-Click").status_code == 200
+        assert t.email.suppression("ghost@example.org") is not None
+        other = t.email.tokens().make("other@example.org")
+        for bad in (other[:-4] + token[-4:], "nonsense", token[:-2] + "AA", "a.b"):
             assert http.post(f"/unsubscribe/{bad}",
                              content="List-Unsubscribe=One-Click").status_code in (400, 404)
             assert http.get(f"/unsubscribe/{bad}").status_code in (400, 404)

@@ -62,7 +62,14 @@ def states(t: Tidings) -> list[DeliveryState]:
     return [d.state for d in t.email.log()[0]]
 
 
+def news_list(t: Tidings) -> None:
+    """The contact list the sends below name (a send naming no such list is refused)."""
+    t.email.contacts.create_list("news", [{"TopicName": "weekly", "DisplayName": "Weekly",
+                                           "DefaultSubscriptionStatus": "OPT_IN"}])
+
+
 def test_fired_schedule_delivers_rendered_mail(t: Tidings) -> None:
+    news_list(t)
     t.email.create_template("welcome", "Grüße, {{name}}!", html="<p>Hi {{name}}</p>",
                             text="Hi {{name}}")
     relay = Relay()
@@ -111,6 +118,7 @@ def test_fired_schedule_delivers_rendered_mail(t: Tidings) -> None:
 def test_only_list_mail_carries_a_one_click_unsubscribe(t: Tidings) -> None:
     """As SES: List-Unsubscribe only when the send names a contact list, or when the
     target asks for it (what campaigns do); an invoice or a password reset has none."""
+    news_list(t)
     t.email.create_template("welcome", "Hello {{name}}", text="Hi {{name}}")
     relay = Relay()
     with running_relay(relay) as url:

@@ -30,7 +30,7 @@ ALLOWED = {
     "targets": STORAGE | {"runtime", "queues", "email", "targets", "settings"},
     "schedules": STORAGE | {"runtime", "queues", "email", "targets", "schedules"},
     "jobs": STORAGE | {"runtime", "queues", "targets", "schedules", "jobs"},
-    "campaigns": STORAGE | {"runtime", "schedules", "campaigns"},
+    "campaigns": STORAGE | {"runtime", "email", "schedules", "campaigns"},
     "ops": STORAGE | {"runtime", "queues", "schedules", "ops"},
 }
 SERVICES = ("runtime", "queues", "email", "targets", "schedules", "jobs", "campaigns", "ops")

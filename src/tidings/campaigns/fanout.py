@@ -34,6 +34,12 @@ from datetime import date
 from hashlib import blake2b
 from typing import IO, Any, Protocol
 
+from tidings.campaigns.fanout_check import (
+    check_contact_list,
+    check_templates,
+    list_management,
+    peek_header,
+)
 from tidings.campaigns.fanout_source import Columns, read_rows, text_stream
 from tidings.campaigns.fanout_timing import Planned, Planner, QuietHours, parse_instant
 from tidings.errors import TidingsError, ValidationError
@@ -61,10 +67,16 @@ from tidings.schedules.service import (
     ScheduleService,
     check_email_target,
 )
-from tidings.store.base import CampaignStore, EmailStore, ScheduleStore, StoreRuntime
+from tidings.store.base import (
+    CampaignStore,
+    ContactStore,
+    EmailStore,
+    ScheduleStore,
+    StoreRuntime,
+)
 
 
-class FanoutStore(CampaignStore, EmailStore, ScheduleStore, StoreRuntime, Protocol):
+class FanoutStore(CampaignStore, ContactStore, EmailStore, ScheduleStore, StoreRuntime, Protocol):
     """What this module asks of the store: the campaign, its schedules, the templates it
     checks, and how the store runs."""
 
@@ -96,6 +108,12 @@ class FanoutOptions:
     max_error_percent: float | None = None
     format: str = "csv"
     chunk: int = 20_000
+    #: The contact list (and topic) the mail is about: each message names it in its
+    #: ListManagementOptions, so an unsubscribe opts out of that topic (or list) and a
+    #: contact who opted out is skipped at send time. None: the one-click unsubscribe of
+    #: campaign mail puts the address on the account suppression list.
+    contact_list: str | None = None
+    topic: str | None = None
 
 
 @dataclass
@@ -180,8 +198,9 @@ class _Run:
         self._prefix = [step.name + "-" for step in steps]
         self._description = [f"campaign {opts.campaign}, step {step.name}" for step in steps]
         self._step_tpl = [step.template or opts.template for step in steps]
-        self._head = ('{"FromEmailAddress":' + json.dumps(opts.sender)
-                      + ',"Destination":{"ToAddresses":[')
+        self._head = ('{"FromEmailAddress":' + json.dumps(opts.sender) + ","
+                      + list_management(opts.contact_list, opts.topic)
+                      + '"Destination":{"ToAddresses":[')
         self._middle = {tpl: '"Content":{"Template":{"TemplateName":' + json.dumps(tpl)
                         + ',"TemplateData":' for tpl in self._step_tpl}
         self.stop = False
@@ -254,7 +273,9 @@ class _Run:
                 continue
             key = recipient_key(rid)
             email_text = head + dumps(email) + "]},"
-            data_text = dumps(dumps(data)) + "}}}"
+            # the variables tidings provides (PROVIDED), then the row's own columns
+            data_text = dumps(dumps({"id": rid, "email": email, "timezone": zone, **data})) \
+                + "}}}"
             targets: dict[str, str] = {}
             out: list[ScheduleRow] = []
             created = now_ms()
@@ -296,6 +317,11 @@ def run_fanout(service: ScheduleService, store: FanoutStore, source: IO[bytes],
     planner = _planner(opts, steps, now)
     for tpl in {s.template or opts.template for s in steps}:
         store.get_template(tpl)  # TemplateNotFound before any row is read
+    check_contact_list(store, opts.contact_list, opts.topic)
+    stream, counter = text_stream(source)
+    lines, header = peek_header(stream, opts.format)
+    check_templates(store, [s.template or opts.template for s in steps], opts.columns,
+                    header)  # every variable is in each row: or nothing
     store.create_group(opts.campaign, {"tidings:campaign": opts.campaign}, now)
     record = CampaignRecord(opts.campaign, tuple(steps), opts.template, CampaignStatus.ACTIVE,
                             0, 0, 0, 0, now, now)
@@ -310,7 +336,6 @@ def run_fanout(service: ScheduleService, store: FanoutStore, source: IO[bytes],
 
     summary = FanoutSummary(campaign=opts.campaign, bytes_total=bytes_total)
     run = _Run(service, opts, steps, planner, errors, summary)
-    stream, counter = text_stream(source)
     started = time.perf_counter()
 
     def progress() -> None:
@@ -333,7 +358,7 @@ def run_fanout(service: ScheduleService, store: FanoutStore, source: IO[bytes],
         progress()
 
     checked: set[str] = set()
-    rows = read_rows(stream, opts.format, opts.columns)
+    rows = read_rows(lines, opts.format, opts.columns)
     # Pipelined as create_many is (on PostgreSQL the store writes one chunk in its own
     # thread while the next one is built here; on SQLite inline: see `bulk_writer`).
     # Each chunk goes in due order, so the due index takes it in page-local runs rather

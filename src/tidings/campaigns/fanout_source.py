@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -53,7 +53,7 @@ def text_stream(raw: IO[bytes]) -> tuple[IO[str], CountingReader]:
     return io.TextIOWrapper(buffered, encoding="utf-8-sig", newline=""), counter
 
 
-def read_csv(stream: IO[str], cols: Columns) -> Iterator[Row | BadRow]:
+def read_csv(stream: Iterable[str], cols: Columns) -> Iterator[Row | BadRow]:
     reader = csv.reader(stream)
     header = next(reader, None)
     if header is None:
@@ -86,7 +86,7 @@ def read_csv(stream: IO[str], cols: Columns) -> Iterator[Row | BadRow]:
                fields[i_at] if i_at >= 0 else None, {k: fields[i] for k, i in extras})
 
 
-def read_jsonl(stream: IO[str], cols: Columns) -> Iterator[Row | BadRow]:
+def read_jsonl(stream: Iterable[str], cols: Columns) -> Iterator[Row | BadRow]:
     skip = {cols.id, cols.email, cols.timezone, cols.at}
     n = 0
     for line in stream:
@@ -117,7 +117,7 @@ def read_jsonl(stream: IO[str], cols: Columns) -> Iterator[Row | BadRow]:
         yield n, rid_text, email, zone, at, {k: v for k, v in doc.items() if k not in skip}
 
 
-def read_rows(stream: IO[str], fmt: str, cols: Columns) -> Iterator[Row | BadRow]:
+def read_rows(stream: Iterable[str], fmt: str, cols: Columns) -> Iterator[Row | BadRow]:
     if fmt == "csv":
         return read_csv(stream, cols)
     if fmt == "jsonl":

@@ -36,10 +36,18 @@ from tidings.model.queues import check_range
 from tidings.model.schedules import Schedule
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
 from tidings.schedules.service import ScheduleService, flex_offset_ms
-from tidings.store.base import CampaignStore, DeliveryQuery, EmailStore, ScheduleStore, StoreRuntime
+from tidings.store.base import (
+    CampaignStore,
+    ContactStore,
+    DeliveryQuery,
+    EmailStore,
+    ScheduleStore,
+    StoreRuntime,
+)
 
 
-class CampaignServiceStore(CampaignStore, EmailStore, ScheduleStore, StoreRuntime, Protocol):
+class CampaignServiceStore(CampaignStore, ContactStore, EmailStore, ScheduleStore, StoreRuntime,
+                           Protocol):
     """What this module asks of the store: campaigns, their schedules and their deliveries,
     and what the fan-out it runs writes (`FanoutStore`)."""
 

@@ -214,6 +214,13 @@ def fanout(
     fmt: Annotated[str | None, typer.Option(
         "--format", metavar="csv|jsonl", show_default=False,
         help="Input format (default: from the file name, else csv).")] = None,
+    contact_list: Annotated[str | None, typer.Option(
+        "--list", metavar="LIST", show_default=False,
+        help="The contact list the mail is for: an unsubscribe leaves it (or --topic), "
+        "and contacts who left are skipped.")] = None,
+    topic: Annotated[str | None, typer.Option(
+        metavar="TOPIC", show_default=False, help="The list's topic the mail is about.")
+    ] = None,
     db: DbOption = DEFAULT_DB, url: UrlOption = None, as_json: JsonOption = False,
 ) -> None:
     """Create one self-deleting email schedule per recipient and step, at each
@@ -230,7 +237,8 @@ def fanout(
             columns=Columns(id=id_column, email=email_column, timezone=tz_column,
                             at=at_column),
             quiet_hours=quiet_hours, flexible_window_minutes=flexible_window,
-            max_errors=max_errors, max_error_percent=max_error_percent, format=fmt)
+            max_errors=max_errors, max_error_percent=max_error_percent, format=fmt,
+            contact_list=contact_list, topic=topic)
 
     def on_node(node: RemoteTidings) -> dict[str, Any]:
         options()
@@ -254,7 +262,8 @@ def fanout(
                 next=next_time, at_column=at_column, step=list(step or ()) or None,
                 tz_column=tz_column, id_column=id_column, email_column=email_column,
                 quiet_hours=quiet_hours, flexible_window=flexible_window,
-                max_error_percent=max_error_percent, max_errors=max_errors, format=fmt)
+                max_error_percent=max_error_percent, max_errors=max_errors, format=fmt,
+                contact_list=contact_list, topic=topic)
 
     def on_db(t: Tidings) -> dict[str, Any]:
         opts = options()

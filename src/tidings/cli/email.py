@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tidings.cli.email_lists import contacts_app, events, lists_app
 from tidings.cli.options import (
     DEFAULT_DB,
     CreateOption,
@@ -50,6 +51,9 @@ templates_app = typer.Typer(help="Stored templates (subject, HTML and text parts
 suppress_app = typer.Typer(help="The account-level suppression list.", no_args_is_help=True)
 app.add_typer(templates_app, name="template")
 app.add_typer(suppress_app, name="suppress")
+app.add_typer(lists_app, name="list")
+app.add_typer(contacts_app, name="contact")
+app.command("events")(events)
 
 Name = Annotated[str, typer.Argument(help="Template name (letters, digits, _ and -).",
                                      show_default=False)]

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tidings.clock import Clock
-from tidings.email.deliverability import local_midnight_ms, recipient_zone
+from tidings.email.bounces import ReturnedMail
+from tidings.email.contacts import ContactLists
+from tidings.email.daily_cap import over_daily_cap
 from tidings.email.identities import Identities
 from tidings.email.mime import Unsubscribe
 from tidings.email.sesv2 import RawEmailMessage, parse_send_email, send_email_document
@@ -50,10 +52,16 @@ from tidings.notify.base import queue_channel
 from tidings.queues.internal import EMAIL_QUEUE, backlog, ensure_internal_queues
 from tidings.queues.service import QueueService
 from tidings.settings import Settings
-from tidings.store.base import DeliveryQuery, EmailStore, QueueStore, SecurityStore
+from tidings.store.base import (
+    ContactStore,
+    DeliveryQuery,
+    EmailStore,
+    QueueStore,
+    SecurityStore,
+)
 
 
-class EmailServiceStore(EmailStore, QueueStore, SecurityStore, Protocol):
+class EmailServiceStore(EmailStore, ContactStore, QueueStore, SecurityStore, Protocol):
     """What this module asks of the store: the templates, the delivery log and the queues
     deliveries travel on."""
 
@@ -85,6 +93,21 @@ class Prepared:
     suppressed: dict[str, Suppression]
     existing: Delivery | None  # the log row of this delivery, if an attempt made one
     capped: frozenset[str] = frozenset()  # over the daily cap (deliverability.py)
+    #: recipients a send to a contact list skips (opted out), with why: the log says
+    skipped: Mapping[str, str] = field(default_factory=dict)
+
+    def held_back(self, recipients: Sequence[str]) -> tuple[list[str], str]:
+        """The recipients to send to, and what the log says of the others."""
+        go, notes = [], []
+        for r in recipients:
+            key = normalise_address(r)
+            if key in self.suppressed:
+                notes.append(f"{r}: on the suppression list ({self.suppressed[key].reason})")
+            elif key in self.skipped:
+                notes.append(f"{r}: {self.skipped[key]}")
+            else:
+                go.append(r)
+        return go, "; ".join(notes)
 
 
 RESEND_PAGE = 500
@@ -114,6 +137,8 @@ class EmailService:
         self._compiled: TemplateCache[tuple[str, int], CompiledEmailTemplate] = TemplateCache()
         self._tokens: UnsubscribeTokens | None = None
         self.identities = Identities(store, clock, settings)
+        self.contacts = ContactLists(store, clock)
+        self.returns = ReturnedMail(store, clock)
 
     # templates ------------------------------------------------------------------------------
 
@@ -198,10 +223,18 @@ class EmailService:
         return self.tokens().verify(token)
 
     def unsubscribe(self, token: str) -> UnsubscribeRequest:
-        """Verify the token and suppress its address (reason UNSUBSCRIBE); idempotent."""
+        """Verify the token and opt its address out of the list or topic the mail named
+        (SES's topic preferences), so transactional mail still reaches it; only mail that
+        named no contact list (a sender's own `unsubscribe` choice) falls back to the
+        account suppression list (reason UNSUBSCRIBE), as does mail naming a list that no
+        longer exists. Idempotent."""
         request = self.tokens().verify(token)
-        self.store.add_suppressions([request.address], SuppressionReason.UNSUBSCRIBE,
-                                    self.clock.now_ms())
+        # A list that does not exist (deleted, or named by mail sent before tidings kept
+        # contact lists): nothing to opt out of, so the address is suppressed as before.
+        if request.list_id is None or not self.contacts.opt_out(request.list_id,
+                                                                request.address):
+            self.store.add_suppressions([normalise_address(request.address)],
+                                        SuppressionReason.UNSUBSCRIBE, self.clock.now_ms())
         return request
 
     # suppression list ----------------------------------------------------------------------
@@ -245,6 +278,8 @@ class EmailService:
         self.identities.check_sender(msg)
         if msg.template is not None:
             self.compiled(msg.template)  # TemplateNotFound / a stale bad template, now
+        if msg.list_id is not None:
+            self.contacts.check_send(msg.list_id)  # the list and topic exist, as in SES
         delivery_id = str(uuid.uuid4())
         now = self.clock.now_ms()
         ctx = FiringContext("", "", "", now, delivery_id)
@@ -295,9 +330,12 @@ class EmailService:
                 self.tokens()  # the secret is read here, on the store's thread, once
         suppressed = self.store.suppressed_among(sorted(keys))
         existing = self.store.get_deliveries([d for _, d in requests])
-        capped = self._over_daily_cap([m for m, _ in requests], suppressed, daily_cap)
+        capped = over_daily_cap(self.store, self.clock.now_ms(), [m for m, _ in requests],
+                                suppressed, daily_cap)
+        opted_out = self.contacts.skipped(
+            [(m.list_id, [normalise_address(a) for a in m.recipients]) for m, _ in requests])
         out: list[Prepared | TidingsError] = []
-        for msg, delivery_id in requests:
+        for (msg, delivery_id), skipped in zip(requests, opted_out, strict=True):
             try:  # an identity removed since the message was accepted: it is not sent
                 self.identities.check_sender(msg)
             except ValidationError as exc:
@@ -309,37 +347,13 @@ class EmailService:
                 continue
             mine = {k: suppressed[k] for k in (normalise_address(a) for a in msg.recipients)
                     if k in suppressed}
+            if isinstance(skipped, TidingsError):  # the list or topic was deleted since
+                out.append(skipped)
+                continue
             over = frozenset(k for k in (normalise_address(a) for a in msg.recipients)
                              if (id(msg), k) in capped)
-            out.append(Prepared(template, mine, existing.get(delivery_id), over))
+            out.append(Prepared(template, mine, existing.get(delivery_id), over, skipped))
         return out
-
-    def _over_daily_cap(self, messages: Sequence[EmailMessage],
-                        suppressed: Mapping[str, Suppression],
-                        cap: int) -> set[tuple[int, str]]:
-        """(id(message), address) of the list mail over the daily `cap` (the sending
-        node's TIDINGS_EMAIL_DAILY_CAP) today in the recipient's zone; the messages of
-        one batch count towards each other's cap."""
-        if cap <= 0:
-            return set()
-        now = self.clock.now_ms()
-        wanted: list[tuple[int, str, int]] = []
-        for msg in messages:
-            if not msg.carries_unsubscribe or isinstance(msg, RawEmailMessage):
-                continue
-            since = local_midnight_ms(now, recipient_zone(msg.template_data))
-            wanted += [(id(msg), k, since) for k in map(normalise_address, msg.recipients)
-                       if k not in suppressed]
-        counts = self.store.sent_to_since([(k, since) for _, k, since in wanted])
-        tally: dict[str, int] = {}
-        over: set[tuple[int, str]] = set()
-        for (ident, key, _), sent in zip(wanted, counts, strict=True):
-            so_far = sent + tally.get(key, 0)
-            if so_far >= cap:
-                over.add((ident, key))
-            else:
-                tally[key] = tally.get(key, 0) + 1
-        return over
 
     def record_many(self, items: Sequence[tuple[Delivery, tuple[str, ...]]]) -> list[bool]:
         """Log attempts' outcomes in one transaction; bounced addresses are suppressed."""

@@ -24,7 +24,7 @@ FINAL_STATES = FINAL_DELIVERY_STATES
 class SuppressionReason(StrEnum):
     BOUNCE = "BOUNCE"  # the relay refused the address permanently (5xx)
     COMPLAINT = "COMPLAINT"  # the recipient marked a message as spam (reported by the user)
-    UNSUBSCRIBE = "UNSUBSCRIBE"  # one-click or page unsubscribe
+    UNSUBSCRIBE = "UNSUBSCRIBE"  # an unsubscribe from mail that named no contact list
     MANUAL = "MANUAL"  # added by an operator
 
 

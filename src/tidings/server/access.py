@@ -29,6 +29,7 @@ raises `Unauthorized` (401) / `Forbidden` (403).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import re
@@ -170,6 +171,16 @@ class Access:
             raise Unauthorized("this node has no API tokens configured: set "
                                "TIDINGS_API_TOKENS or TIDINGS_API_TOKENS_FILE")
         scheme, _, token = (authorization or "").strip().partition(" ")
+        if scheme.lower() == "basic":
+            # Relay webhooks (SNS, Postmark) can carry credentials only in the URL they
+            # are given, https://any:<token>@host/…, which arrives as Basic: the password
+            # is the token.
+            try:
+                token = base64.b64decode(token.strip(), validate=True).decode().partition(
+                    ":")[2]
+                scheme = "bearer"
+            except (ValueError, UnicodeDecodeError):
+                token = ""
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("missing credentials: send the header "
                                "'Authorization: Bearer <token>'")

@@ -34,6 +34,27 @@ def check_exposure(settings: Settings) -> None:
                           f"are configured: {HOW_TO}")
 
 
+def check_unsubscribe_links(settings: Settings) -> None:
+    """A node beyond loopback that delivers email needs an https TIDINGS_PUBLIC_URL: its
+    List-Unsubscribe links are built on it, and Gmail and Yahoo require an https one-click
+    link from bulk senders (a link to http://0.0.0.0:9324 reaches nobody). Refused, unless
+    the operator opts out (TIDINGS_INSECURE_UNSUBSCRIBE_LINKS): then one loud warning."""
+    if settings.loopback_only or not settings.smtp_url:
+        return
+    if (settings.public_url or "").lower().startswith("https://"):
+        return
+    problem = (f"this node delivers email from {settings.host} beyond loopback and "
+               f"TIDINGS_PUBLIC_URL is {settings.public_url or 'not set'}: its unsubscribe "
+               "links would not be https links to this node, which Gmail and Yahoo require")
+    if settings.insecure_unsubscribe_links:
+        log.warning("!!! %s (TIDINGS_INSECURE_UNSUBSCRIBE_LINKS is set: delivering anyway) "
+                    "!!!", problem)
+        return
+    raise ValidationError("TIDINGS_PUBLIC_URL", f"{problem}; set TIDINGS_PUBLIC_URL="
+                          "https://… (how the world reaches this node), or "
+                          "TIDINGS_INSECURE_UNSUBSCRIBE_LINKS=true to deliver anyway")
+
+
 def describe(settings: Settings) -> list[str]:
     """What the node's doors are, for the start-up log (never a secret)."""
     if settings.development_node:

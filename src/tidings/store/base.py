@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from tidings.store.contract.campaigns import CampaignStore
+from tidings.store.contract.contacts import ContactStore
 from tidings.store.contract.email import DeliveryQuery, EmailStore
 from tidings.store.contract.nodes import NodeStore
 from tidings.store.contract.queues import (
@@ -46,15 +47,15 @@ from tidings.store.contract.schedules import (
 from tidings.store.contract.security import SecurityStore
 
 __all__ = [
-    "CampaignStore", "DeliveryQuery", "EmailStore", "Firing", "FiringOutcome", "FiringPass",
-    "JobAck", "JobLease", "NewSchedule", "NodeStore", "QueueStore", "ReceiveOutcome",
+    "CampaignStore", "ContactStore", "DeliveryQuery", "EmailStore", "Firing", "FiringOutcome",
+    "FiringPass", "JobAck", "JobLease", "NewSchedule", "NodeStore", "QueueStore", "ReceiveOutcome",
     "ReceiveParams", "Rejection", "Reservation", "ScheduleStore", "SecurityStore", "Store",
     "StoreRuntime", "StoredSend", "TargetMessage", "VisibilityChange",
 ]
 
 
-class Store(StoreRuntime, QueueStore, ScheduleStore, EmailStore, CampaignStore, NodeStore,
-            SecurityStore, Protocol):
+class Store(StoreRuntime, QueueStore, ScheduleStore, EmailStore, ContactStore, CampaignStore,
+            NodeStore, SecurityStore, Protocol):
     """Everything a backend stores: the one contract `open_store` returns. Each part lives
     in `tidings.store.contract`, named after what it stores; `StoreRuntime` is how it
     runs."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tidings.store.campaigns import SqlCampaigns
+from tidings.store.contacts import SqlContacts
 from tidings.store.email import SqlEmail
 from tidings.store.nodes import SqlNodes
 from tidings.store.queues import SqlQueues
@@ -10,5 +11,6 @@ from tidings.store.schedules import SqlSchedules
 from tidings.store.security import SqlSecurity
 
 
-class SqlStore(SqlQueues, SqlSchedules, SqlEmail, SqlCampaigns, SqlNodes, SqlSecurity):
+class SqlStore(SqlQueues, SqlSchedules, SqlEmail, SqlContacts, SqlCampaigns, SqlNodes,
+               SqlSecurity):
     """Every part shares `SqlBase` (the driver and its queries); each adds its tables."""

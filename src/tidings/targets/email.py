@@ -2,8 +2,9 @@
 
 It runs as a job of the internal delivery queue (like webhooks), so its retries follow the
 target's retry policy. Outcomes, as SES reports them:
-- every recipient suppressed → SUPPRESSED, nothing sent, no retry (suppressed recipients
-  are otherwise dropped from the envelope and the others still get the message);
+- every recipient suppressed, or (mail naming a contact list) opted out of its list or
+  topic → SUPPRESSED with who and why, nothing sent, no retry (such recipients are
+  otherwise dropped from the envelope, named in the log, and the others get the message);
 - template data missing → RENDERING_FAILURE, nothing sent, no retry (the same data would
   fail again);
 - the template does not exist (a schedule of the Scheduler API may name one not created
@@ -37,6 +38,7 @@ from typing import Protocol
 
 from tidings.email.deliverability import SendingLimits, sending_limits
 from tidings.email.mime import DkimSigner, Outgoing, message_bytes
+from tidings.email.returns import verp_address
 from tidings.email.service import EmailService, Prepared
 from tidings.email.sesv2 import RawEmailMessage, parse_send_email
 from tidings.email.smtp import (
@@ -82,6 +84,7 @@ class EmailDelivery:
         self.service = service
         self.bridge = bridge
         self.relay = settings.smtp_url
+        self.bounce_address = settings.bounce_address
         self.smtp: Relay = relay or SmtpSender(max_connections=settings.smtp_max_connections,
                                                max_rate=settings.smtp_max_rate,
                                                backoff_max_s=settings.smtp_backoff_max_s,
@@ -145,17 +148,16 @@ class EmailDelivery:
         if failure is not None:
             await self._final(record, DeliveryState.FAILED, failure.message)
             raise DeliveryError(type(failure).__name__, failure.message, retryable=False)
-        recipients = [r for r in msg.recipients if normalise_address(r) not in prep.suppressed]
-        if prep.capped:
+        recipients, held_back = prep.held_back(msg.recipients)
+        if prep.capped and recipients:
             recipients = [r for r in recipients if normalise_address(r) not in prep.capped]
             if not recipients:
                 await self._final(record, DeliveryState.SUPPRESSED,
                                   f"daily cap: {self.daily_cap} list emails to this recipient "
                                   "today already (TIDINGS_EMAIL_DAILY_CAP)")
                 return "suppressed"
-        if not recipients:
-            await self._final(record, DeliveryState.SUPPRESSED,
-                              "every recipient is on the suppression list")
+        if not recipients:  # suppressed, or opted out of the list or topic the mail names
+            await self._final(record, DeliveryState.SUPPRESSED, held_back)
             return "suppressed"
         try:
             data = self._message_bytes(msg, prep, record.message_id, now)
@@ -166,7 +168,7 @@ class EmailDelivery:
             raise DeliveryError("NoRelay", NO_RELAY)
         await self.limits.before_send(recipients)
         try:
-            result = await self.smtp.send(self.relay, bare_address(msg.from_address),
+            result = await self.smtp.send(self.relay, self._return_path(msg, record.id),
                                           recipients, data)
         except SmtpTemporaryError as exc:
             await self._record.submit(None, (replace(record, detail=str(exc)[:2000],
@@ -176,13 +178,20 @@ class EmailDelivery:
         except SmtpPermanentError as exc:
             await self._final(record, DeliveryState.BOUNCED, str(exc), exc.refused)
             raise DeliveryError(f"SMTP{exc.code}", str(exc), retryable=False) from None
-        detail = result.reply
+        detail = result.reply + (f"; not sent to {held_back}" if held_back else "")
         if result.refused:
             detail += "; refused: " + json.dumps(result.refused)
         await self._final(record, DeliveryState.SENT, detail[:2000],
                           tuple(a for a, reply in result.refused.items()
                                 if reply.startswith("5")))
         return "delivered"
+
+    def _return_path(self, msg: EmailMessage, delivery_id: str) -> str:
+        """The envelope sender: VERP-tagged with the delivery id when a bounce address is
+        set (TIDINGS_BOUNCE_ADDRESS), so returned mail names its delivery."""
+        if self.bounce_address:
+            return verp_address(self.bounce_address, delivery_id)
+        return bare_address(msg.from_address)
 
     def _message_bytes(self, msg: EmailMessage, prep: Prepared, message_id: str,
                        now: int) -> bytes:

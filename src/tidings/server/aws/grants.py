@@ -27,7 +27,7 @@ SQS_UNNAMED = frozenset({"CancelMessageMoveTask"})
 
 #: SES v2 writes that are everyday use, not administration: not audited.
 SES_NOT_AUDITED = frozenset({"send_email", "send_bulk_email", "test_render",
-                             "list_email_identities"})
+                             "list_email_identities", "list_contacts"})
 
 
 def name_of_url(url: str) -> str:

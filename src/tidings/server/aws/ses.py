@@ -56,6 +56,7 @@ from tidings.server.aws.restjson import (
     unknown_operation,
 )
 from tidings.server.aws.scheduler_shapes import parse_body
+from tidings.server.aws.ses_contacts import ContactApi
 from tidings.server.aws.ses_identities import IdentityApi
 from tidings.server.aws.ses_shapes import (
     bulk_messages,
@@ -114,6 +115,7 @@ class SesApi:
         self.bridge = bridge
         self.auth = Authenticator.from_settings(t.settings, t.clock, "ses")
         self.identity_api = IdentityApi(t.email.identities, bridge)
+        self.contact_api = ContactApi(t.email.contacts, bridge)
 
     def routes(self) -> list[Route]:
         templates, suppressed = "/v2/email/templates", "/v2/email/suppression/addresses"
@@ -130,6 +132,7 @@ class SesApi:
             (suppressed, "GET", self.list_suppressed),
             (suppressed + "/{EmailAddress}", "GET", self.get_suppressed),
             (suppressed + "/{EmailAddress}", "DELETE", self.delete_suppressed),
+            *self.contact_api.table(),
             ("/v2/email/identities", "POST", self.identity_api.create_email_identity),
             # the older models GET the collection; botocore's current one POSTs here
             ("/v2/email/identities", "GET", self.identity_api.list_email_identities),
@@ -293,8 +296,6 @@ class SesApi:
         if token:
             out["NextToken"] = token
         return out
-
-
 
 
 def _page_size(raw: str | None, most: int) -> int:

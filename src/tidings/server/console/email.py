@@ -44,6 +44,8 @@ def routes(console: Console) -> list[Route]:
         suppressions, next_sup = await ctx.bridge.run(
             lambda: mail.list_suppressions(limit=50, next_token=p.get("sup_after") or None))
         templates, _ = await ctx.bridge.run(lambda: mail.list_templates(limit=100))
+        returned, _ = await ctx.bridge.run(lambda: mail.returns.events(
+            address=recipient or None, limit=50))
         chosen = p.get("template", "")
         sample = p.get("data", SAMPLE)[:MAX_SAMPLE]
         rendered, render_error = None, ""
@@ -57,6 +59,7 @@ def routes(console: Console) -> list[Route]:
             filters={"recipient": recipient, "state": state}, suppressions=suppressions,
             next_sup=next_sup, templates=templates, chosen=chosen, sample=sample,
             rendered=rendered, render_error=render_error, now=ctx.t.clock.now_ms(),
+            returned=returned,
             states=["QUEUED", "SENT", "SUPPRESSED", "BOUNCED", "FAILED", "RENDERING_FAILURE"])
 
     async def preview(request: Request) -> Response:

@@ -39,6 +39,12 @@ OPERATE = frozenset({
     ("POST", f"{_C}/recipients/{{recipient_id}}/cancel"),
     ("POST", "/v1/email/send"), ("POST", "/v1/email/resend"),
     ("POST", "/v1/email/templates/{name}/render"),
+    # an app signs people up and records their choices; the lists themselves are admin's
+    ("POST", "/v1/email/contact-lists/{name}/contacts"),
+    ("PUT", "/v1/email/contact-lists/{name}/contacts/{address}"),
+    ("DELETE", "/v1/email/contact-lists/{name}/contacts/{address}"),
+    # relays report bounces and complaints (credentials: https://any:TOKEN@host/…)
+    ("POST", "/v1/email/events/ses"), ("POST", "/v1/email/events/postmark"),
 })
 
 #: Reads that need admin: the audit log says who did what.

@@ -132,6 +132,7 @@ async def fanout(
     quiet_hours: str | None = None, flexible_window: int | None = None,
     max_error_percent: float | None = None, max_errors: int | None = None,
     format: str | None = None,  # noqa: A002 - the CLI's name
+    contact_list: str | None = None, topic: str | None = None,
 ) -> dict[str, Any]:
     """The body is CSV (with a header) or JSON Lines (`format`, else from Content-Type).
     Answers the summary, with up to 20 bad rows in `error_sample`."""
@@ -146,7 +147,8 @@ async def fanout(
         on=parse_date("on", on) if on else None, local_time=local_time, next_time=next,
         columns=Columns(id=id_column, email=email_column, timezone=tz_column, at=at_column),
         quiet_hours=quiet_hours, flexible_window_minutes=flexible_window,
-        max_errors=max_errors, max_error_percent=max_error_percent, format=format)
+        max_errors=max_errors, max_error_percent=max_error_percent, format=format,
+        contact_list=contact_list, topic=topic)
     reader = _BodyReader()
     feeding = asyncio.create_task(_feed(request, reader))
     try:

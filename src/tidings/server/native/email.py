@@ -214,7 +214,10 @@ async def unsubscribe_page(token: str, ctx: Ctx) -> HTMLResponse:
         request = await ctx.bridge.run(ctx.t.email.check_unsubscribe, token)
     except ValidationError:
         return _page("Link not valid", "<p>This unsubscribe link is not valid.</p>", 400)
-    body = (f"<p>Stop sending email to <strong>{html.escape(request.address)}</strong>?</p>"
+    what = "email" if request.list_id is None else \
+        await ctx.bridge.run(ctx.t.email.contacts.label, request.list_id)
+    body = (f"<p>Stop sending {html.escape(what)} to "
+            f"<strong>{html.escape(masked(request.address))}</strong>?</p>"
             '<form method="post"><input type="hidden" name="List-Unsubscribe" '
             'value="One-Click"><button type="submit">Unsubscribe</button></form>')
     return _page("Unsubscribe", body)
@@ -222,11 +225,22 @@ async def unsubscribe_page(token: str, ctx: Ctx) -> HTMLResponse:
 
 @unsubscribe_router.post("/unsubscribe/{token}", response_class=HTMLResponse)
 async def unsubscribe(token: str, ctx: Ctx) -> HTMLResponse:
-    """RFC 8058 one-click (body `List-Unsubscribe=One-Click`) or the page's button: adds
-    the address to the suppression list (reason UNSUBSCRIBE). Repeating it is harmless."""
+    """RFC 8058 one-click (body `List-Unsubscribe=One-Click`) or the page's button: opts
+    the contact out of the topic (or the list) the mail named; mail that named no contact
+    list puts the address on the suppression list (reason UNSUBSCRIBE). Repeating it is
+    harmless."""
     try:
         request = await ctx.bridge.run(ctx.t.email.unsubscribe, token)
     except ValidationError:
         return _page("Link not valid", "<p>This unsubscribe link is not valid.</p>", 400)
-    return _page("Unsubscribed", f"<p>{html.escape(request.address)} will get no more "
-                 "email from us.</p>")
+    what = "email" if request.list_id is None else \
+        await ctx.bridge.run(ctx.t.email.contacts.label, request.list_id)
+    return _page("Unsubscribed", f"<p>{html.escape(masked(request.address))} will get no "
+                 f"more {html.escape(what)} from us.</p>")
+
+
+def masked(address: str) -> str:
+    """`a•••@example.org`: enough for its owner to recognise, little for anyone else who
+    sees the page (a forwarded message, a shared screen)."""
+    local, _, domain = address.partition("@")
+    return f"{local[:1]}\u2022\u2022\u2022@{domain}"

@@ -938,3 +938,64 @@ SELECT step, cancelled FROM campaign_step_counts WHERE campaign = %s;
 SELECT COUNT(*) FROM email_delivery_recipients AS r
 JOIN email_deliveries AS d ON d.seq = r.delivery_seq
 WHERE r.address = %(address)s AND d.state = 'SENT' AND d.updated_at >= %(since)s;
+-- ---------------------------------------------------------------------------------------
+-- contact lists, contacts and returned-mail events (0018)
+
+-- name: insert_contact_list
+INSERT INTO contact_lists (name, description, topics, created_at, updated_at)
+VALUES (%s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING;
+
+-- name: contact_list_by_name
+SELECT name, description, topics, created_at, updated_at FROM contact_lists WHERE name = %s;
+
+-- name: list_contact_lists
+SELECT name, description, topics, created_at, updated_at FROM contact_lists
+WHERE name COLLATE "C" > %s ORDER BY name COLLATE "C" LIMIT %s;
+
+-- name: update_contact_list
+UPDATE contact_lists SET description = %s, topics = %s, updated_at = %s WHERE name = %s;
+
+-- name: delete_contact_list
+DELETE FROM contact_lists WHERE name = %s;
+
+-- name: delete_list_contacts
+DELETE FROM contacts WHERE list_name = %s;
+
+-- name: insert_contact
+INSERT INTO contacts (list_name, address, preferences, unsubscribe_all, attributes,
+                      created_at, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (list_name, address) DO NOTHING;
+
+-- name: update_contact
+UPDATE contacts SET preferences = %s, unsubscribe_all = %s, attributes = %s, updated_at = %s
+WHERE list_name = %s AND address = %s;
+
+-- name: contact_by_key
+SELECT list_name, address, preferences, unsubscribe_all, attributes, created_at, updated_at
+FROM contacts WHERE list_name = %s AND address = %s;
+
+-- name: contacts_among
+SELECT list_name, address, preferences, unsubscribe_all, attributes, created_at, updated_at
+FROM contacts WHERE list_name = %s AND address = ANY(%s);
+
+-- name: list_contacts
+SELECT list_name, address, preferences, unsubscribe_all, attributes, created_at, updated_at
+FROM contacts WHERE list_name = %s AND address COLLATE "C" > %s
+ORDER BY address COLLATE "C" LIMIT %s;
+
+-- name: delete_contact
+DELETE FROM contacts WHERE list_name = %s AND address = %s;
+
+-- name: insert_email_event
+INSERT INTO email_events (delivery_id, address, kind, source, detail, created_at)
+VALUES (%s, %s, %s, %s, %s, %s);
+
+-- name: list_email_events
+-- Newest first; %(before)s is the seq of the previous page's last row.
+SELECT seq, delivery_id, address, kind, source, detail, created_at FROM email_events
+WHERE seq < %(before)s AND (%(delivery_id)s::text IS NULL OR delivery_id = %(delivery_id)s)
+  AND (%(address)s::text IS NULL OR address = %(address)s)
+ORDER BY seq DESC LIMIT %(limit)s;
+
+-- name: soft_bounce_count
+SELECT count(*) FROM email_events WHERE address = %s AND kind = 'SOFT_BOUNCE';

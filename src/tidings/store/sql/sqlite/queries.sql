@@ -791,3 +791,63 @@ SELECT step, cancelled FROM campaign_step_counts WHERE campaign = ?;
 SELECT COUNT(*) FROM email_delivery_recipients AS r
 JOIN email_deliveries AS d ON d.seq = r.delivery_seq
 WHERE r.address = :address AND d.state = 'SENT' AND d.updated_at >= :since;
+-- ---------------------------------------------------------------------------------------
+-- contact lists, contacts and returned-mail events (0018)
+
+-- name: insert_contact_list
+INSERT INTO contact_lists (name, description, topics, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO NOTHING;
+
+-- name: contact_list_by_name
+SELECT name, description, topics, created_at, updated_at FROM contact_lists WHERE name = ?;
+
+-- name: list_contact_lists
+SELECT name, description, topics, created_at, updated_at FROM contact_lists
+WHERE name > ? ORDER BY name LIMIT ?;
+
+-- name: update_contact_list
+UPDATE contact_lists SET description = ?, topics = ?, updated_at = ? WHERE name = ?;
+
+-- name: delete_contact_list
+DELETE FROM contact_lists WHERE name = ?;
+
+-- name: delete_list_contacts
+DELETE FROM contacts WHERE list_name = ?;
+
+-- name: insert_contact
+INSERT INTO contacts (list_name, address, preferences, unsubscribe_all, attributes,
+                      created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (list_name, address) DO NOTHING;
+
+-- name: update_contact
+UPDATE contacts SET preferences = ?, unsubscribe_all = ?, attributes = ?, updated_at = ?
+WHERE list_name = ? AND address = ?;
+
+-- name: contact_by_key
+SELECT list_name, address, preferences, unsubscribe_all, attributes, created_at, updated_at
+FROM contacts WHERE list_name = ? AND address = ?;
+
+-- name: contacts_among
+SELECT list_name, address, preferences, unsubscribe_all, attributes, created_at, updated_at
+FROM contacts WHERE list_name = ? AND address IN (SELECT value FROM json_each(?));
+
+-- name: list_contacts
+SELECT list_name, address, preferences, unsubscribe_all, attributes, created_at, updated_at
+FROM contacts WHERE list_name = ? AND address > ? ORDER BY address LIMIT ?;
+
+-- name: delete_contact
+DELETE FROM contacts WHERE list_name = ? AND address = ?;
+
+-- name: insert_email_event
+INSERT INTO email_events (delivery_id, address, kind, source, detail, created_at)
+VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: list_email_events
+-- Newest first; :before is the seq of the previous page's last row.
+SELECT seq, delivery_id, address, kind, source, detail, created_at FROM email_events
+WHERE seq < :before AND (:delivery_id IS NULL OR delivery_id = :delivery_id)
+  AND (:address IS NULL OR address = :address)
+ORDER BY seq DESC LIMIT :limit;
+
+-- name: soft_bounce_count
+SELECT count(*) FROM email_events WHERE address = ? AND kind = 'SOFT_BOUNCE';
