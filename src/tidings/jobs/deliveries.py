@@ -17,11 +17,13 @@ import inspect
 import json
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 from tidings.clock import Clock
 from tidings.errors import QueueNotFound, TidingsError, ValidationError
 from tidings.jobs.handlers import Handlers, Job
 from tidings.model.firings import DELIVERY_JOB, FiringContext, delivery_job, render_input
+from tidings.model.limits import Limit, RetryAfter
 from tidings.model.schedules import Target, TargetKind
 from tidings.queues.internal import DELIVERY_QUEUE, EMAIL_QUEUE
 from tidings.queues.service import QueueService
@@ -156,7 +158,9 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
 
     app.on_duplicate = duplicates
 
-    @app.handler(DELIVERY_JOB)
+    # A limit stored for `webhook` or `webhook:<host>` (tidings limit set) applies to
+    # the deliveries to that host; a 429/503 with Retry-After pauses its key.
+    @app.handler(DELIVERY_JOB, limit=Limit(name=WEBHOOK_LIMIT, key=webhook_host))
     async def deliver(job: Job) -> None:
         ctx = FiringContext.from_json(job.payload["context"])
         target = Target.from_json(job.payload["target"])
@@ -181,6 +185,14 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
         except DeliveryError as exc:
             metrics.FAILED.labels(kind).inc()
             metrics.FAILURES.add(clock.now_ms(), kind, target.destination, exc.message)
+            since = job.payload.get("resent_at") or ctx.scheduled_time
+            age_s = (clock.now_ms() - since) / 1000
+            if (exc.retry_after_s is not None and target.kind is TargetKind.WEBHOOK
+                    and age_s + exc.retry_after_s < target.retry_policy.maximum_event_age_s):
+                # The host pushed back: its key waits, this delivery with it, and the
+                # attempt does not count (the event's age still does).
+                raise RetryAfter(exc.retry_after_s, key=f"{WEBHOOK_LIMIT}:"
+                                 f"{webhook_host(job.payload)}") from exc
             failure = exc
         since = job.payload.get("resent_at") or ctx.scheduled_time
         exhausted = _exhausted(target, failure, job.attempt, since, clock.now_ms())
@@ -198,6 +210,17 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
                      else Outcome.DROPPED, f"{failure.code}: {failure.message} ({exhausted})")
 
     return app
+
+
+WEBHOOK_LIMIT = "webhook"
+
+
+def webhook_host(body: dict[str, Any]) -> str | None:
+    """The limit key's value of a delivery: its webhook's host (None: not a webhook)."""
+    target = body.get("target")
+    if not isinstance(target, dict) or target.get("kind") != TargetKind.WEBHOOK.value:
+        return None
+    return urlsplit(str(target.get("destination", ""))).hostname or None
 
 
 def _duplicate_detail(ctx: FiringContext) -> str:
