@@ -43,6 +43,12 @@ def work(tenant: str, n: int, sleep: float = 0.2) -> None:
     time.sleep(sleep)
     note("end", tenant, n, os.getpid(), time.time())
 
+@app.task(limit=tidings.Limit(name="live", concurrency=1))
+def live(n: int) -> None:
+    note("start", "live", n, os.getpid(), time.time())
+    time.sleep(0.3)
+    note("end", "live", n, os.getpid(), time.time())
+
 @app.task(limit=tidings.Limit(name="pushy", concurrency=5))
 def pushy(n: int) -> None:
     marker = LOG + ".pushed"
@@ -156,7 +162,7 @@ def test_a_keyed_concurrency_holds_across_nodes_and_slots_come_back_after_a_kill
         assert t.queues.describe("lim").counts.visible == 0
         assert t.queues.describe("lim-dlq").counts.visible == 0  # waiting burnt no attempt
         assert {v.key: v.setting.concurrency for v in t.limits.list()
-                if v.setting is not None} == {"work": 2, "pushy": 5}
+                if v.setting is not None} == {"work": 2, "pushy": 5, "live": 1}
 
 
 def test_retry_after_pauses_the_key_and_burns_no_attempt(workers: Workers) -> None:
@@ -176,3 +182,41 @@ def test_retry_after_pauses_the_key_and_burns_no_attempt(workers: Workers) -> No
         # the pushed-back job's attempt was not counted (two receives allowed): no DLQ
         assert t.queues.describe("lim").counts.visible == 0
         assert t.queues.describe("lim-dlq").counts.visible == 0
+
+
+def cli(db: str, *args: str) -> tuple[float, float]:
+    """Run `tidings limit …` as a user does; the instants it started and returned."""
+    started = time.time()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDINGS_")}
+    r = subprocess.run([sys.executable, "-m", "tidings", "limit", *args, "--db", db],
+                       capture_output=True, text=True, env=env, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    return started, time.time()
+
+
+def test_a_change_from_the_cli_is_obeyed_by_running_nodes(workers: Workers) -> None:
+    workers.start(2)
+    with Tidings(settings=Settings(db=workers.db)) as t:
+        wait_for(lambda: any(v.key == "live" for v in t.limits.list()), what="a worker")
+        for n in range(40):
+            t.queues.send("lim", json.dumps({"type": "live", "id": f"l{n}", "args": {"n": n}}))
+
+    def live(kind: str) -> list[float]:
+        return [float(p[4]) for p in workers.lines() if p[0] == kind and p[1] == "live"]
+
+    wait_for(lambda: len(live("end")) >= 3, what="the first jobs")
+    raised, _ = cli(workers.db, "set", "live", "--concurrency", "3")
+    before = [p for p in workers.lines() if p[1] == "live" and float(p[4]) < raised]
+    assert max_concurrent(before, "live") == 1
+    # the nodes read the change within a second: three at once from then on
+    wait_for(lambda: max_concurrent(workers.lines(), "live") == 3, what="3 at once")
+    _, paused = cli(workers.db, "pause", "live", "--until", "4s")
+    wait_for(lambda: len(live("end")) >= 40, timeout=120, what="every job")
+    lines = workers.lines()
+    assert max_concurrent(lines, "live") == 3
+    # nothing started while the pause held on every node (read within a second)
+    # (the pause ends 4 s after the command began, at least 4 s after it returned - the
+    # command's own start-up)
+    assert not [s for s in live("start") if paused + 1.0 <= s <= paused + 2.5]
+    ends = Counter(p[2] for p in lines if p[0] == "end" and p[1] == "live")
+    assert sorted(ends.values()) == [1] * 40  # none lost, none run twice
