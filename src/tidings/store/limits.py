@@ -16,7 +16,7 @@ from tidings.store.sqlbase import SqlBase
 
 #: A refusal for a full concurrency has no exact instant (a slot frees when a job ends):
 #: look again this much later.
-SLOT_RECHECK_MS = 50
+SLOT_RECHECK_MS = 20
 
 
 @dataclass(slots=True)

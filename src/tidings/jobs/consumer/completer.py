@@ -55,6 +55,8 @@ class Completer:
     # what runners report (Outcomes) ----------------------------------------------------
 
     def succeeded(self, works: list[Work]) -> None:
+        if self.limiter is not None:
+            self.limiter.finished(works)
         queue = works[0].queue
         if all(w.queue is queue for w in works):
             self._acks.put_many(queue, works)
@@ -63,6 +65,8 @@ class Completer:
             self._acks.put(work.queue, work)
 
     def failed(self, work: Work, error: str) -> None:
+        if self.limiter is not None:
+            self.limiter.finished((work,))
         self._retry(work, work.key, error)
 
     def held_back(self, work: Work, pushback: RetryAfter) -> None:

@@ -69,6 +69,8 @@ class Limiter:
         self._refused: dict[str, tuple[int, int, KeyRule]] = {}
         self._waiting: dict[str, dict[str, int]] = {}  # key → message id → visible at
         self.kick = asyncio.Event()
+        self._to_release: list[tuple[str, str]] = []
+        self._releasing = False
         self._tasks: set[asyncio.Future[None]] = set()
 
     # jobs whose key is reserved ----------------------------------------------------------
@@ -101,6 +103,32 @@ class Limiter:
     def slot_freed(self) -> None:
         if self.pending:
             self.kick.set()
+
+    def finished(self, works: Iterable[Work]) -> None:
+        """Handlers returned: their concurrency slots go back now, not after their
+        acknowledgement's group commit (a slot held a few ms longer per job is a few per
+        cent of a concurrency limit's throughput). One write at a time, gathering what
+        finished meanwhile; a slot not given back runs out with its lease."""
+        for work in works:
+            if work.slots:
+                self._to_release.extend(work.slots)
+                work.slots = ()
+        if self._to_release and not self._releasing:
+            self._releasing = True
+            self._spawn(self._release())
+
+    async def _release(self) -> None:
+        try:
+            while self._to_release:
+                batch, self._to_release = self._to_release, []
+                try:
+                    await self.bridge.run(self.jobs.release_slots, batch)
+                except TidingsError as exc:
+                    log.warning("could not give back %d limit slots (they run out with "
+                                "their lease): %s", len(batch), exc)
+        finally:
+            self._releasing = False
+        self.kick.set()  # room for the jobs waiting here, perhaps
 
     # the loop ------------------------------------------------------------------------
 
