@@ -106,3 +106,12 @@ def test_a_held_back_message_keeps_its_receive_count(t: Tidings, clock: FrozenCl
         # a stale receipt changes nothing
         assert t.store.hold_back_messages(rec.id, [HeldBack(held.receipt, now)], now) == [False]
         clock.advance(5000)
+
+
+def test_the_sweep_forgets_starts_and_slots_no_window_needs(t: Tidings, clock: FrozenClock) -> None:
+    now = clock.now_ms()
+    rule = KeyRule("k", Rate(2, 1000), None, 1)
+    assert granted(t.store.acquire_limits(claims(rule, 1, lease_until=now + 500), now)) == 1
+    assert t.store.forget_limit_rows(now - 1000, now) == 0  # still in its window and lease
+    assert t.store.forget_limit_rows(now + 1, now + 500) == 2
+    assert t.store.limit_usage(now, 0) == ({}, {})

@@ -1018,7 +1018,7 @@ SELECT key, count(*), max(at_ms) FROM limit_starts WHERE at_ms > %s GROUP BY key
 DELETE FROM limit_starts WHERE at_ms < %s;
 
 -- name: forget_limit_slots
-DELETE FROM limit_slots WHERE expires_at < %s;
+DELETE FROM limit_slots WHERE expires_at <= %s;
 
 -- name: hold_back_message
 -- (visible at, error, id, queue, lease token, now): a job a limit held back goes back to

@@ -871,7 +871,7 @@ SELECT key, count(*), max(at_ms) FROM limit_starts WHERE at_ms > ? GROUP BY key 
 DELETE FROM limit_starts WHERE at_ms < ?;
 
 -- name: forget_limit_slots
-DELETE FROM limit_slots WHERE expires_at < ?;
+DELETE FROM limit_slots WHERE expires_at <= ?;
 
 -- name: hold_back_message
 -- (visible at, error, id, queue, lease token, now): a job a limit held back goes back to
