@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from prometheus_client import generate_latest
 from serving import run_until, running_server
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -18,6 +19,7 @@ from starlette.routing import Route as HttpRoute
 from tidings.client import Tidings
 from tidings.model.schedules import RetryPolicy, ScheduleSpec, Target, TargetKind
 from tidings.node import Node
+from tidings.runtime.metrics import REGISTRY
 from tidings.settings import Settings
 
 
@@ -103,3 +105,6 @@ def test_a_limit_set_for_a_host_holds_its_deliveries(t: Tidings) -> None:
         run_node(t, lambda: host.delivered() >= 5)
     assert host.peak == 1  # one at a time, though the node runs 8 deliveries at once
     assert t.queues.describe("hook-dlq").counts.visible == 0
+    # the key's gauge is exported (slots in use, read from the store each second)
+    assert 'tidings_limit_in_use{key="webhook:127.0.0.1"}' in generate_latest(
+        REGISTRY).decode()
