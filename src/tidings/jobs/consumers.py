@@ -88,7 +88,8 @@ class Consumer:
         self.book = LimitBook(queues.store, queues.clock)
         self.limiter = Limiter(ledger, jobs, bridge, self.book, queues.clock,
                                run_ready=self.runner.admit,
-                               free_slots=self.runner.free_slots)
+                               free_slots=self.runner.free_slots,
+                               count_held_back=self._count_held_back)
         self.runner.on_slot_freed = self.limiter.slot_freed
         self.completer.limiter = self.limiter
         self.limited = any(r.limits for r in app.handlers.values())
@@ -148,6 +149,9 @@ class Consumer:
         self.ledger.key_released.set()  # so does the waiting duplicates' loop
         self.limiter.kick.set()  # and the limiter's
         self.runner.stop()
+
+    def _count_held_back(self, n: int) -> None:
+        self.runner.held_back += n
 
     def _declare_limits(self) -> None:
         """The app's declared limits, created or updated to what the code says, then read

@@ -187,12 +187,10 @@ class SqlLimits(SqlBase):
 
     def hold_back_messages(self, queue_id: int, items: Sequence[HeldBack],
                            now: int) -> list[bool]:
-        done = []
         with self.driver.tx() as conn:
-            for h in items:
-                done.append(bool(conn.execute(self.q["hold_back_message"], (
-                    h.visible_at, h.error, h.receipt.row_id, queue_id, h.receipt.lease_token,
-                    now)).rowcount))
+            done = self.driver.run_each(conn, "hold_back_messages", [
+                (h.receipt.row_id, h.receipt.lease_token, h.visible_at, h.error, queue_id,
+                 now) for h in items], key=2)
             if any(ok and h.visible_at <= now for ok, h in zip(done, items, strict=True)):
                 self.driver.notify(conn, queue_channel(queue_id))
         return done

@@ -53,7 +53,8 @@ class Limiter:
 
     def __init__(self, ledger: Ledger, jobs: Jobs, bridge: Bridge, book: LimitBook,
                  clock: Clock, *, run_ready: Callable[[Iterable[Work]], None],
-                 free_slots: Callable[[], int]) -> None:
+                 free_slots: Callable[[], int],
+                 count_held_back: Callable[[int], None] = lambda n: None) -> None:
         self.ledger = ledger
         self.jobs = jobs
         self.bridge = bridge
@@ -61,6 +62,7 @@ class Limiter:
         self.clock = clock
         self.run_ready = run_ready
         self.free_slots = free_slots
+        self.count_held_back = count_held_back
         self.pending: deque[Work] = deque()  # LIMITED, in the order they came
         self._later: list[tuple[int, int, Work]] = []  # LIMITED: (retry at, seq, work)
         self._seq = itertools.count()
@@ -252,6 +254,7 @@ class Limiter:
                 for rule in work.rules:
                     self._waiting.setdefault(rule.key, {})[work.held.message.message_id] = until
         self.ledger.move_all(works, JobState.GONE)
+        self.count_held_back(len(works))
 
     def retry_after(self, work: Work, exc: RetryAfter) -> None:
         """The handler said the downstream pushed back (STARTED): pause its keys on every

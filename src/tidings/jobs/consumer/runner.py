@@ -45,6 +45,10 @@ class Runner:
         self.threads: HandlerThreads[Work] = HandlerThreads(concurrency, self._threads_done)
         self.handled = 0  # handlers that returned
         self.failed = 0  # handlers that raised
+        #: Jobs a limit sent back to their queue (counted by the limiter): a backlog of a
+        #: key with no room passes through as fast as short jobs, and the prefetch grows
+        #: to match, so the jobs of other keys behind it are reached sooner.
+        self.held_back = 0
         self._async_ready: deque[tuple[Work, Registration]] = deque()
         self._runners = 0  # async runner tasks alive
         self._async_outcomes: list[Outcome[Work]] = []

@@ -1020,12 +1020,16 @@ DELETE FROM limit_starts WHERE at_ms < %s;
 -- name: forget_limit_slots
 DELETE FROM limit_slots WHERE expires_at <= %s;
 
--- name: hold_back_message
--- (visible at, error, id, queue, lease token, now): a job a limit held back goes back to
--- its queue until `visible at` without counting as a receive (the receive that leased it
--- added one: taken back here, in the same compare-and-set on its lease). The lease token
--- is negated, so the receipt is spent: it cannot take the count back twice.
-UPDATE messages SET visible_at = %s, receive_count = GREATEST(receive_count - 1, 0),
-    lease_token = -lease_token,
-    last_error = COALESCE(%s, last_error)
-WHERE id = %s AND queue_id = %s AND lease_token = %s AND visible_at > %s;
+-- name: hold_back_messages
+-- (id, lease token, visible at, error, queue, now)[]: jobs a limit held back go back to
+-- their queue until `visible at` without counting as a receive (the receive that leased
+-- them added one: taken back here, in the same compare-and-set on the lease). The lease
+-- token is negated, so the receipt is spent: it cannot take the count back twice.
+UPDATE messages AS m SET visible_at = c.visible_at,
+    receive_count = GREATEST(m.receive_count - 1, 0), lease_token = -m.lease_token,
+    last_error = COALESCE(c.error, m.last_error)
+FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[])
+     AS c(id, token, visible_at, error, queue_id, now)
+WHERE m.id = c.id AND m.queue_id = c.queue_id AND m.lease_token = c.token
+  AND m.visible_at > c.now
+RETURNING m.id, c.token;

@@ -873,12 +873,11 @@ DELETE FROM limit_starts WHERE at_ms < ?;
 -- name: forget_limit_slots
 DELETE FROM limit_slots WHERE expires_at <= ?;
 
--- name: hold_back_message
--- (visible at, error, id, queue, lease token, now): a job a limit held back goes back to
+-- name: hold_back_messages
+-- (id, lease token, visible at, error, queue, now): a job a limit held back goes back to
 -- its queue until `visible at` without counting as a receive (the receive that leased it
 -- added one: taken back here, in the same compare-and-set on its lease). The lease token
 -- is negated, so the receipt is spent: it cannot take the count back twice.
-UPDATE messages SET visible_at = ?, receive_count = max(receive_count - 1, 0),
-    lease_token = -lease_token,
-    last_error = COALESCE(?, last_error)
-WHERE id = ? AND queue_id = ? AND lease_token = ? AND visible_at > ?;
+UPDATE messages SET visible_at = ?3, receive_count = max(receive_count - 1, 0),
+    lease_token = -lease_token, last_error = COALESCE(?4, last_error)
+WHERE id = ?1 AND queue_id = ?5 AND lease_token = ?2 AND visible_at > ?6;
