@@ -122,6 +122,16 @@ def fill(t: Tidings, queue: str, bodies: list[str]) -> None:
                                     for i, b in enumerate(bodies[base:base + 10])])
 
 
+def most_in_a_second(starts: list[float]) -> int:
+    """The most starts in [s, s + 1) over every start s (sorted)."""
+    most, j = 0, 0
+    for i, s in enumerate(starts):
+        while j < len(starts) and starts[j] < s + 1.0:
+            j += 1
+        most = max(most, j - i)
+    return most
+
+
 def rate_part(db: str, folder: str, seconds: float) -> dict[str, float]:
     with Tidings(settings=Settings(db=db)) as t:
         t.queues.create_queue("rated", visibility_timeout_s=30)
@@ -142,17 +152,14 @@ def rate_part(db: str, folder: str, seconds: float) -> dict[str, float]:
     first = runs[0][0] + 2.0
     starts = [s for s, _ in runs]
     in_run = [s for s in starts if first <= s < first + seconds]
-    window, j = 0, 0
-    for i, s in enumerate(starts):  # the most starts in [s, s + 1) over every start s
-        while j < len(starts) and starts[j] < s + 1.0:
-            j += 1
-        window = max(window, j - i)
+    window = most_in_a_second(starts)
     events = sorted([(s, 1) for s, _ in runs] + [(e, -1) for _, e in runs])
     running = peak = 0
     for _, step in events:
         running += step
         peak = max(peak, running)
     return {"rate_per_s": round(len(in_run) / seconds, 1), "max_1s_window": window,
+            "max_1s_window_in_run": most_in_a_second(in_run),
             "max_concurrency": peak, "rated_jobs_run": len(runs), "left_in_queue": left}
 
 

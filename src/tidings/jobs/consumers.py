@@ -194,6 +194,7 @@ class Consumer:
             metrics.JOBS.labels("abandoned").inc(len(late))
             await self.completer.give_back(late)
         self.runner.close()
+        await self.limiter.flushed()  # the slots of jobs that ended meanwhile
         await self.completer.flushed()
         log.info("consumers stopped")
 

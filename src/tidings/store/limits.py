@@ -106,14 +106,20 @@ class SqlLimits(SqlBase):
             conn.execute(self.q["pause_limit_key" if extend and until is not None
                                 else "set_limit_pause"], (key, until))
 
-    def acquire_limits(self, claims: Sequence[LimitClaim], now: int) -> list[LimitAnswer]:
+    def acquire_limits(self, claims: Sequence[LimitClaim], now: int,
+                       release: Sequence[tuple[str, str]] = ()) -> list[LimitAnswer]:
         rules: dict[str, KeyRule] = {}
         for claim in claims:
             for rule in claim.rules:
                 rules.setdefault(rule.key, rule)
         if not rules:
+            self.release_limit_slots(release)
             return [LimitAnswer(True, 0)] * len(claims)
         with self.driver.tx() as conn:
+            # A job that ended gives its slot back in the transaction that gives it to
+            # the next: one round trip per turn of a slot, not two.
+            for key, holder in release:
+                conn.execute(self.q["release_limit_slot"], (key, holder))
             keys = {key: self._load_key(conn, rules[key], now) for key in sorted(rules)}
             answers = [self._decide(claim, keys, now) for claim in claims]
             self._write_keys(conn, keys, now)

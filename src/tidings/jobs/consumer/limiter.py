@@ -72,7 +72,6 @@ class Limiter:
         self._waiting: dict[str, dict[str, int]] = {}  # key → message id → visible at
         self.kick = asyncio.Event()
         self._to_release: list[tuple[str, str]] = []
-        self._releasing = False
         self._tasks: set[asyncio.Future[None]] = set()
 
     # jobs whose key is reserved ----------------------------------------------------------
@@ -108,29 +107,24 @@ class Limiter:
 
     def finished(self, works: Iterable[Work]) -> None:
         """Handlers returned: their concurrency slots go back now, not after their
-        acknowledgement's group commit (a slot held a few ms longer per job is a few per
-        cent of a concurrency limit's throughput). One write at a time, gathering what
-        finished meanwhile; a slot not given back runs out with its lease."""
+        acknowledgement's group commit, in the transaction that claims room for the next
+        jobs (a slot held a few ms longer per job is a few per cent of a concurrency
+        limit's throughput). A slot not given back runs out with its lease."""
         for work in works:
             if work.slots:
                 self._to_release.extend(work.slots)
                 work.slots = ()
-        if self._to_release and not self._releasing:
-            self._releasing = True
-            self._spawn(self._release())
+        if self._to_release:
+            self.kick.set()
 
     async def _release(self) -> None:
+        """Slots to give back while no job waits to claim: on their own."""
+        batch, self._to_release = self._to_release, []
         try:
-            while self._to_release:
-                batch, self._to_release = self._to_release, []
-                try:
-                    await self.bridge.run(self.jobs.release_slots, batch)
-                except TidingsError as exc:
-                    log.warning("could not give back %d limit slots (they run out with "
-                                "their lease): %s", len(batch), exc)
-        finally:
-            self._releasing = False
-        self.kick.set()  # room for the jobs waiting here, perhaps
+            await self.bridge.run(self.jobs.release_slots, batch)
+        except TidingsError as exc:
+            log.warning("could not give back %d limit slots (they run out with their "
+                        "lease): %s", len(batch), exc)
 
     # the loop ------------------------------------------------------------------------
 
@@ -154,6 +148,8 @@ class Limiter:
                 self.pending.appendleft(heapq.heappop(self._later)[2])
             try:
                 await self._claim_pending()
+                if self._to_release:
+                    await self._release()
             except TidingsError as exc:
                 log.warning("cannot take limits (jobs wait and try again): %s", exc)
                 await asyncio.sleep(0.1)
@@ -184,10 +180,13 @@ class Limiter:
                 return  # no free slot: a finished job kicks the loop
             claims = [LimitClaim(holder(w), w.rules, self.jobs.lease_until(w.queue.record))
                       for w in batch]
+            release, self._to_release = self._to_release, []
             try:
-                answers = await self.bridge.run(self.jobs.store.acquire_limits, claims, now)
+                answers = await self.bridge.run(self.jobs.store.acquire_limits, claims, now,
+                                                release)
             except TidingsError:
                 pending.extendleft(reversed(batch))
+                self._to_release.extend(release)
                 raise
             self._answered(batch, answers, now)
 
@@ -286,9 +285,11 @@ class Limiter:
         task.add_done_callback(self._tasks.discard)
 
     async def flushed(self) -> None:
-        """Every hold-back started is written (shutdown)."""
+        """Every hold-back started is written and every slot given back (shutdown)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        if self._to_release:
+            await self._release()
 
     def take_back(self) -> list[Work]:
         """Shutdown: every job still waiting for its limits, to be given back."""

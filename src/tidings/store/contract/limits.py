@@ -68,8 +68,10 @@ class LimitStore(Protocol):
         there stands (a pushback); otherwise the instant given replaces it (an operator)."""
         ...
 
-    def acquire_limits(self, claims: Sequence[LimitClaim], now: int) -> list[LimitAnswer]:
-        """In one transaction, in order: each claim is granted (a start recorded for each
+    def acquire_limits(self, claims: Sequence[LimitClaim], now: int,
+                       release: Sequence[tuple[str, str]] = ()) -> list[LimitAnswer]:
+        """In one transaction: the slots in `release` ((key, holder): jobs that ended)
+        given back first, then, in order: each claim is granted (a start recorded for each
         rate, a slot taken for each concurrency) if every one of its keys has room and
         none is paused, else refused with when to look again. Nodes take a key's room in
         turn (its row locked), so no window or concurrency is ever exceeded."""
