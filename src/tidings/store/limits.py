@@ -115,7 +115,7 @@ class SqlLimits(SqlBase):
         if not rules:
             self.release_limit_slots(release)
             return [LimitAnswer(True, 0)] * len(claims)
-        with self.driver.tx() as conn:
+        with self.driver.tx() as conn, self.driver.pipelined(conn):
             # A job that ended gives its slot back in the transaction that gives it to
             # the next: one round trip per turn of a slot, not two.
             for key, holder in release:
@@ -126,23 +126,30 @@ class SqlLimits(SqlBase):
         return answers
 
     def _load_key(self, conn: Conn, rule: KeyRule, now: int) -> _Key:
+        """Every statement of the key first, then the answers: in PostgreSQL's pipeline
+        mode (`acquire_limits`) that is one round trip per key, not seven, while the
+        key's row is locked and the other nodes wait for it."""
         q, key = self.q, rule.key
         conn.execute(q["ensure_limit_key"], (key,))
-        paused, tat = conn.execute(q["lock_limit_key"], (key,)).fetchone()
-        paused = int(paused or 0)
-        if rule.name is not None and rule.name != key:
-            row = conn.execute(q["limit_key_paused_until"], (rule.name,)).fetchone()
-            if row is not None and row[0] is not None:
-                paused = max(paused, int(row[0]))
-        slots = 0
+        locked = conn.execute(q["lock_limit_key"], (key,))
+        by_name = (conn.execute(q["limit_key_paused_until"], (rule.name,))
+                   if rule.name is not None and rule.name != key else None)
+        slots = None
         if rule.concurrency is not None:
             conn.execute(q["expire_limit_slots"], (key, now))
-            slots = int(conn.execute(q["count_limit_slots"], (key,)).fetchone()[0])
-        starts: list[int] = []
+            slots = conn.execute(q["count_limit_slots"], (key,))
+        starts = None
         if rule.rate is not None and rule.burst is None:
             conn.execute(q["expire_limit_starts"], (key, now - rule.rate.period_ms))
-            starts = [int(r[0]) for r in conn.execute(q["limit_starts"], (key,)).fetchall()]
-        return _Key(rule, paused, None if tat is None else int(tat), slots, starts)
+            starts = conn.execute(q["limit_starts"], (key,))
+        in_window = [int(r[0]) for r in starts.fetchall()] if starts is not None else []
+        held = int(slots.fetchone()[0]) if slots is not None else 0
+        row = by_name.fetchone() if by_name is not None else None
+        paused, tat = locked.fetchone()
+        paused = int(paused or 0)
+        if row is not None and row[0] is not None:
+            paused = max(paused, int(row[0]))
+        return _Key(rule, paused, None if tat is None else int(tat), held, in_window)
 
     @staticmethod
     def _decide(claim: LimitClaim, keys: dict[str, _Key], now: int) -> LimitAnswer:
