@@ -223,6 +223,8 @@ def test_every_route_has_the_scope_it_was_meant_to_have(tmp_path: Path) -> None:
         ("DELETE", "/v1/email/templates/{name}"), ("PUT", "/v1/email/suppressions/{address}"),
         ("DELETE", "/v1/email/suppressions/{address}"),
         ("POST", "/v1/campaigns/{name}/fanout"),
+        ("PUT", "/v1/limits/{key}"), ("DELETE", "/v1/limits/{key}"),
+        ("POST", "/v1/limits/{key}/pause"), ("POST", "/v1/limits/{key}/resume"),
     }
 
 
