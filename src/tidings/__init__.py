@@ -16,6 +16,7 @@ from tidings.errors import TidingsError, ValidationError
 from tidings.jobs.consumers import Job
 from tidings.model.campaigns import Step
 from tidings.model.digests import MessageAttributeValue
+from tidings.model.limits import Limit, RetryAfter
 from tidings.model.messages import OutgoingMessage
 from tidings.model.queues import RedriveAllowPolicy, RedrivePolicy
 from tidings.model.schedules import ScheduleSpec, Target
@@ -31,6 +32,7 @@ __all__ = [
     "FanoutSummary",
     "Job",
     "JobHandle",
+    "Limit",
     "ScheduleSpec",
     "Step",
     "Target",
@@ -39,6 +41,7 @@ __all__ = [
     "OutgoingMessage",
     "RedriveAllowPolicy",
     "RedrivePolicy",
+    "RetryAfter",
     "Tidings",
     "TidingsError",
     "ValidationError",

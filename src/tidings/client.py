@@ -11,6 +11,7 @@ from tidings.campaigns.service import CampaignService
 from tidings.campaigns.views import CampaignViews
 from tidings.clock import Clock, SteppedClock, SystemClock
 from tidings.email.service import EmailService
+from tidings.limits.service import LimitService
 from tidings.model.receipts import ReceiptSigner
 from tidings.notify.base import Notifier, wake_horizon_ms
 from tidings.notify.local import LocalNotifier
@@ -82,6 +83,7 @@ class Tidings(AbstractContextManager["Tidings"]):
                                          email_rate_per_s=self.settings.smtp_max_rate)
         self.overview = OverviewService(self.store, self.clock, self.queues)
         self.audit = AuditService(self.store, self.clock)
+        self.limits = LimitService(self.store, self.clock)
         self.schedule_search = ScheduleSearch(self.store, self.clock)
         self.campaign_views = CampaignViews(self.store, self.clock)
         self.firing_log = FiringLog(self.store, self.clock,

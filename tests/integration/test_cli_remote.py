@@ -41,7 +41,7 @@ VALUES = {
     "method": "GET", "path": "/v1/queues", "dest": "copy.db", "name": "jobs",
     "body": "hello", "dlq": "jobs-dlq", "expression": "rate(1 hour)",
     "address": "a@example.com", "to": "b@example.com", "subject": "Hi",
-    "recipient_id": "r1",
+    "recipient_id": "r1", "until": "5m",
 }
 #: What a command needs besides its required parameters to be a valid invocation, so that
 #: what stops it is the node, not its own input check.
@@ -335,3 +335,19 @@ def test_campaigns_on_the_node(both: Both) -> None:
     assert both.json("campaign", "cancel", "spring")["status"] == "CANCELLED"
     entries = both.same("audit", "--actor", "anonymous")["entries"]
     assert "POST /v1/campaigns/{name}/cancel" in [e["action"] for e in entries]
+
+
+def test_limits_on_the_node(both: Both) -> None:
+    made = both.json("limit", "set", "partner-api", "--rate", "50/s", "--concurrency", "4")
+    assert (made["rate"], made["concurrency"], made["source"]) == ("50/s", 4, "set")
+    paused = both.json("limit", "pause", "partner-api:eu", "--until", "10m")
+    assert paused["paused_until"].endswith("Z")
+    listed = {d["key"]: d for d in both.same("limit", "list")["limits"]}
+    assert listed["partner-api"]["rate"] == "50/s"
+    assert listed["partner-api:eu"]["paused_until"] == paused["paused_until"]
+    both.json("limit", "resume", "partner-api:eu")
+    both.json("limit", "delete", "partner-api")
+    assert both.same("limit", "list")["limits"] == []
+    bad = both.run("limit", "set", "partner-api", "--rate", "lots", code=2)
+    assert "rate" in bad.stderr
+    assert "does not exist" in both.run("limit", "delete", "nope", code=1).stderr

@@ -225,6 +225,8 @@ def test_every_route_has_the_scope_it_was_meant_to_have(tmp_path: Path) -> None:
         ("POST", "/v1/campaigns/{name}/fanout"),
         ("POST", "/v1/email/contact-lists"), ("PUT", "/v1/email/contact-lists/{name}"),
         ("DELETE", "/v1/email/contact-lists/{name}"),
+        ("PUT", "/v1/limits/{key}"), ("DELETE", "/v1/limits/{key}"),
+        ("POST", "/v1/limits/{key}/pause"), ("POST", "/v1/limits/{key}/resume"),
     }
 
 

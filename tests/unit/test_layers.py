@@ -25,15 +25,17 @@ ALLOWED = {
     "model": LOWEST, "triggers": LOWEST,
     "store": STORAGE, "notify": STORAGE,
     "runtime": STORAGE | {"runtime"},
+    "limits": STORAGE | {"runtime", "limits"},
     "queues": STORAGE | {"runtime", "queues"},
     "email": STORAGE | {"runtime", "queues", "email", "settings"},
     "targets": STORAGE | {"runtime", "queues", "email", "targets", "settings"},
     "schedules": STORAGE | {"runtime", "queues", "email", "targets", "schedules"},
-    "jobs": STORAGE | {"runtime", "queues", "targets", "schedules", "jobs"},
+    "jobs": STORAGE | {"runtime", "queues", "targets", "schedules", "jobs", "limits"},
     "campaigns": STORAGE | {"runtime", "email", "schedules", "campaigns"},
     "ops": STORAGE | {"runtime", "queues", "schedules", "ops"},
 }
-SERVICES = ("runtime", "queues", "email", "targets", "schedules", "jobs", "campaigns", "ops")
+SERVICES = ("runtime", "limits", "queues", "email", "targets", "schedules", "jobs", "campaigns",
+            "ops")
 
 
 def tidings_imports(path: Path) -> set[str]:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from tidings.cli import backup, campaigns, email, queues, schedules, security
+from tidings.cli import backup, campaigns, email, limits, queues, schedules, security
 from tidings.cli.options import CreateOption, creating
 from tidings.cli.output import errors_handled, report
 from tidings.cli.where import database_settings
@@ -44,6 +44,7 @@ app.add_typer(schedules.groups_app, name="schedule-group")
 app.add_typer(email.app, name="email")
 app.add_typer(email.sink_app, name="smtp-sink")
 app.add_typer(campaigns.app, name="campaign")
+app.add_typer(limits.app, name="limit")
 app.command("fanout")(campaigns.fanout)
 app.command("forecast")(campaigns.forecast)
 app.add_typer(security.token_app, name="token")

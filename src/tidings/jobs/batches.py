@@ -26,6 +26,7 @@ from tidings.store.base import (
     Reservation,
     VisibilityChange,
 )
+from tidings.store.contract.limits import HeldBack
 
 _tokens = random.Random()
 #: A consumer takes at most this many messages in one receive (SQS's own API caps at 10;
@@ -107,8 +108,10 @@ class Jobs:
         """Shutdown: back to the queue at once, with the keys given back."""
         self.fail(queue_id, [Failure(h, key, 0, "") for h, key in items])
 
-    def extend(self, record: QueueRecord, items: Sequence[tuple[Held, str | None]]) -> None:
-        """The heartbeat: a fresh visibility timeout for messages and their keys."""
+    def extend(self, record: QueueRecord, items: Sequence[tuple[Held, str | None]],
+               slots: Sequence[tuple[str, str]] = ()) -> None:
+        """The heartbeat: a fresh visibility timeout for messages, their keys and the
+        concurrency slots they hold."""
         now = self.clock.now_ms()
         until = self.lease_until(record)
         self.store.change_visibility(record.id, [VisibilityChange(h.receipt, until)
@@ -116,6 +119,27 @@ class Jobs:
         leases = [JobLease(key, h.receipt.lease_token) for h, key in items if key is not None]
         if leases:
             self.store.extend_jobs(record.id, leases, until)
+        if slots:
+            self.store.extend_limit_slots(slots, until)
+
+    def hold_back(self, queue_id: int, items: Sequence[tuple[Held, str | None, int, str | None]],
+                  slots: Sequence[tuple[str, str]] = ()) -> list[bool]:
+        """Jobs a limit (or RetryAfter) held back: their keys and concurrency slots given
+        back, their messages visible again at each one's instant, the receive not counted."""
+        leases = [JobLease(key, h.receipt.lease_token) for h, key, _, _ in items
+                  if key is not None]
+        if leases:
+            self.store.release_jobs(queue_id, leases)
+        if slots:
+            self.store.release_limit_slots(slots)
+        return self.store.hold_back_messages(queue_id, [
+            HeldBack(h.receipt, at, error) for h, _, at, error in items], self.clock.now_ms())
+
+    def release_slots(self, slots: Sequence[tuple[str, str]]) -> None:
+        """Concurrency slots of jobs that ended (their outcome written or not: a slot not
+        given back runs out with its lease)."""
+        if slots:
+            self.store.release_limit_slots(slots)
 
     def dead_letter_queue(self, record: QueueRecord) -> QueueRecord | None:
         policy = record.attributes.redrive_policy

@@ -44,10 +44,13 @@ from tidings.jobs.consumer.admission import Admission
 from tidings.jobs.consumer.completer import Completer
 from tidings.jobs.consumer.heartbeat import LeaseHeartbeat
 from tidings.jobs.consumer.keys import JobKeys
+from tidings.jobs.consumer.limiter import Limiter
 from tidings.jobs.consumer.poller import Poller
 from tidings.jobs.consumer.runner import Runner
 from tidings.jobs.consumer.work import JobState, Ledger, ServedQueue
 from tidings.jobs.handlers import Handlers, Job
+from tidings.limits.book import LimitBook
+from tidings.limits.service import LimitService
 from tidings.notify.base import POLL_FALLBACK_S
 from tidings.queues.service import QueueService
 from tidings.runtime import metrics
@@ -87,7 +90,16 @@ class Consumer:
                                              else concurrency))
         self.admission = Admission(ledger, self.runner, concurrency=concurrency,
                                    prefetch=app.prefetch)
-        self.keys = JobKeys(ledger, jobs, bridge, app, admit=self.runner.admit)
+        self.book = LimitBook(queues.store, queues.clock)
+        self.limiter = Limiter(ledger, jobs, bridge, self.book, queues.clock,
+                               run_ready=self.runner.admit,
+                               free_slots=self.runner.free_slots,
+                               count_held_back=self._count_held_back)
+        self.runner.on_slot_freed = self.limiter.slot_freed
+        self.completer.limiter = self.limiter
+        self.limited = any(r.limits for r in app.handlers.values())
+        self.keys = JobKeys(ledger, jobs, bridge, app,
+                            admit=self.limiter.admit if self.limited else self.runner.admit)
         self.served: list[ServedQueue] = []
 
     @property
@@ -105,6 +117,8 @@ class Consumer:
             from tidings.jobs.declare import declare_queues
 
             await self.bridge.run(declare_queues, self.queues, self.app)
+        if self.limited:
+            await self.bridge.run(self._declare_limits)
         for name in self.app.queues():
             record = await self.bridge.run(self.queues.get_queue_cached, name)
             self.served.append(ServedQueue(name, record, {
@@ -116,13 +130,16 @@ class Consumer:
         pace = asyncio.create_task(self.admission.run(), name="prefetch")
         waiting = asyncio.create_task(self.keys.run(self.served, self.stopping),
                                       name="waiting")
+        limits = [asyncio.create_task(self.book.run(self.bridge, self.stopping), name="book"),
+                  asyncio.create_task(self.limiter.run(self.stopping), name="limiter")
+                  ] if self.limited else []
         try:
             await self.stopping.wait()
         finally:
             # Pollers and the waiting duplicates' loop end by themselves (never cancelled
             # mid-receive or mid-reservation: what they hold must be held, then given
             # back); the heartbeat runs until the very end.
-            await asyncio.gather(*pollers, waiting, return_exceptions=True)
+            await asyncio.gather(*pollers, waiting, *limits, return_exceptions=True)
             pace.cancel()
             await asyncio.gather(pace, return_exceptions=True)
             try:
@@ -135,7 +152,18 @@ class Consumer:
         self.stopping.set()
         self.ledger.freed.set()  # a poller waiting for room sees the stop
         self.ledger.key_released.set()  # so does the waiting duplicates' loop
+        self.limiter.kick.set()  # and the limiter's
         self.runner.stop()
+
+    def _count_held_back(self, n: int) -> None:
+        self.runner.held_back += n
+
+    def _declare_limits(self) -> None:
+        """The app's declared limits, created or updated to what the code says, then read
+        (so the first jobs already see them)."""
+        LimitService(self.queues.store, self.queues.clock).declare(
+            self.app.limit_settings(self.queues.clock.now_ms()))
+        self.book.refresh()
 
     def _poller(self, queue: ServedQueue) -> Poller:
         return Poller(queue, ledger=self.ledger, admission=self.admission, keys=self.keys,
@@ -146,7 +174,9 @@ class Consumer:
     async def _shutdown(self) -> None:
         ledger = self.ledger
         handed = self.runner.take_back()  # READY, or STARTED that no runner began
-        unstarted = handed + self.keys.give_up_waiting(self.served)
+        await self.limiter.flushed()
+        unstarted = (handed + self.keys.give_up_waiting(self.served)
+                     + self.limiter.take_back())
         log.info("consumers stopping: %d jobs running, %d not started given back",
                  ledger.running - sum(w.state is JobState.STARTED for w in handed),
                  len(unstarted))
@@ -169,6 +199,7 @@ class Consumer:
             metrics.JOBS.labels("abandoned").inc(len(late))
             await self.completer.give_back(late)
         self.runner.close()
+        await self.limiter.flushed()  # the slots of jobs that ended meanwhile
         await self.completer.flushed()
         log.info("consumers stopped")
 

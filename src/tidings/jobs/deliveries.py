@@ -20,6 +20,7 @@ from tidings.clock import Clock
 from tidings.errors import ValidationError
 from tidings.jobs.handlers import Handlers, Job
 from tidings.model.firings import DELIVERY_JOB, FiringContext, render_input
+from tidings.model.limits import Limit, RetryAfter
 from tidings.model.schedules import Target
 from tidings.queues.internal import DELIVERY_QUEUE
 from tidings.queues.service import QueueService
@@ -33,6 +34,7 @@ from tidings.targets.email import EmailDelivery
 from tidings.targets.guard import WebhookGuard
 from tidings.targets.registry import TARGETS, target_of
 from tidings.targets.webhook import WebhookSender
+from tidings.targets.webhook_target import WEBHOOK_LIMIT, webhook_host
 
 log = logging.getLogger("tidings.deliveries")
 
@@ -100,7 +102,9 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
 
     app.on_duplicate = duplicates
 
-    @app.handler(DELIVERY_JOB)
+    # A limit stored for `webhook` or `webhook:<host>` (tidings limit set) applies to
+    # the deliveries to that host; a 429/503 with Retry-After pauses its key.
+    @app.handler(DELIVERY_JOB, limit=Limit(name=WEBHOOK_LIMIT, key=webhook_host))
     async def deliver(job: Job) -> None:
         ctx = FiringContext.from_json(job.payload["context"])
         target = Target.from_json(job.payload["target"])
@@ -126,6 +130,15 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
         except DeliveryError as exc:
             metrics.FAILED.labels(kind).inc()
             metrics.FAILURES.add(clock.now_ms(), kind, target.destination, exc.message)
+            since = job.payload.get("resent_at") or ctx.scheduled_time
+            age_s = (clock.now_ms() - since) / 1000
+            # (only a webhook's receiver says when to come back: targets/webhook.py)
+            if (exc.retry_after_s is not None
+                    and age_s + exc.retry_after_s < target.retry_policy.maximum_event_age_s):
+                # The host pushed back: its key waits, this delivery with it, and the
+                # attempt does not count (the event's age still does).
+                raise RetryAfter(exc.retry_after_s, key=f"{WEBHOOK_LIMIT}:"
+                                 f"{webhook_host(job.payload)}") from exc
             failure = exc
         since = job.payload.get("resent_at") or ctx.scheduled_time
         exhausted = _exhausted(target, failure, job.attempt, since, clock.now_ms())

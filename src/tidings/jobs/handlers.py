@@ -14,6 +14,7 @@ poison: by default it goes to the dead-letter queue at once.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import random
@@ -23,6 +24,7 @@ from typing import Any, Literal, Protocol
 
 from tidings.clock import iso
 from tidings.errors import ValidationError
+from tidings.model.limits import Limit, LimitSetting
 from tidings.model.queues import QueueAttributes, RedrivePolicy
 
 Handler = Callable[["Job"], Any]
@@ -114,12 +116,63 @@ def parse_job(queue: str, msg: JobMessage) -> Job:
                None if scheduled_at is None else occurrence_text(scheduled_at))
 
 
+@dataclass(frozen=True, slots=True)
+class BoundLimit:
+    """A declared `Limit` on one handler: its name, and how a job gives its key's value
+    (None: one key, the name, for every job)."""
+
+    name: str
+    value_of: Callable[[Job], Any] | None
+    declared: Limit
+
+    def key(self, job: Job) -> str | None:
+        """`name`, or `name:value`; None when the job has no value for it (a limit keyed
+        per tenant does not hold back a job without a tenant)."""
+        if self.value_of is None:
+            return self.name
+        try:
+            value = self.value_of(job)
+        except Exception:  # noqa: BLE001 - a job the callable cannot read: not limited here
+            return None
+        return None if value is None else f"{self.name}:{value}"
+
+
+def _read(value_of: Callable[[Job, Any], Any], key: Any, job: Job) -> Any:
+    return value_of(job, key)
+
+
+Limits = Limit | list[Limit] | tuple[Limit, ...] | None
+
+
+def body_field(job: Job, key: str | Callable[..., Any]) -> Any:
+    """A handler's limit key: a field of the job body, or a callable of the body."""
+    return key(job.payload) if callable(key) else job.payload.get(key)
+
+
+def bind_limits(limits: Limits, default_name: str,
+                value_of: Callable[[Job, str | Callable[..., Any]], Any] = body_field,
+                ) -> tuple[BoundLimit, ...]:
+    declared = [limits] if isinstance(limits, Limit) else list(limits or ())
+    bound: dict[str, BoundLimit] = {}
+    for limit in declared:
+        if not isinstance(limit, Limit):
+            raise ValidationError("limit", "a tidings.Limit, or a list of them")
+        name = limit.name or default_name
+        if name in bound:
+            raise ValidationError("limit", f"two limits named {name!r}: give each a name=")
+        key = limit.key
+        reader = None if key is None else functools.partial(_read, value_of, key)
+        bound[name] = BoundLimit(name, reader, limit)
+    return tuple(bound.values())
+
+
 @dataclass(frozen=True)
 class Registration:
     job_type: str
     queue: str
     fn: Handler
     is_async: bool
+    limits: tuple[BoundLimit, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,9 +243,17 @@ class Handlers:
 
         return register
 
-    def handler(self, job_type: str, *, queue: str | None = None) -> Callable[[Handler], Handler]:
+    def handler(self, job_type: str, *, queue: str | None = None, limit: Limits = None,
+                ) -> Callable[[Handler], Handler]:
+        """`limit`: a `tidings.Limit` (or a list): keyed by a field of the job body, or a
+        callable of the body."""
         if not job_type:
             raise ValidationError("job_type", "must be a non-empty string")
+        return self._handler(job_type, queue, bind_limits(limit, job_type))
+
+    def _handler(self, job_type: str, queue: str | None, limits: tuple[BoundLimit, ...],
+                 ) -> Callable[[Handler], Handler]:
+        self._check_limits(limits)
 
         def register(fn: Handler) -> Handler:
             target = queue or self.queue
@@ -200,7 +261,7 @@ class Handlers:
                 raise ValidationError("job_type",
                                       f"{job_type!r} already has a handler on queue {target!r}")
             self.handlers[(target, job_type)] = Registration(
-                job_type, target, fn, inspect.iscoroutinefunction(fn))
+                job_type, target, fn, inspect.iscoroutinefunction(fn), limits)
             return fn
 
         return register
@@ -222,6 +283,26 @@ class Handlers:
         `<name>-dlq` after 5 receives)."""
         return self.declarations.get(name) or QueueDeclaration(
             name, {}, default_dead_letter_queue(name), 5)
+
+    def _check_limits(self, limits: tuple[BoundLimit, ...]) -> None:
+        """Handlers may share a named limit (`Limit(name="partner-api", …)`), declared
+        alike by each."""
+        for bound in limits:
+            for reg in self.handlers.values():
+                for other in reg.limits:
+                    if other.name == bound.name and (
+                            (other.declared.rate, other.declared.concurrency,
+                             other.declared.burst) != (bound.declared.rate,
+                                                       bound.declared.concurrency,
+                                                       bound.declared.burst)):
+                        raise ValidationError("limit", f"limit {bound.name!r} is declared "
+                                              "twice with different settings")
+
+    def limit_settings(self, now: int) -> list[LimitSetting]:
+        """What the app declares, written at its start (`LimitService.declare`)."""
+        found = {b.name: b.declared.setting(b.name, now)
+                 for reg in self.handlers.values() for b in reg.limits}
+        return [s for s in found.values() if s.limits_anything]
 
     def queues(self) -> list[str]:
         return sorted({r.queue for r in self.handlers.values()})

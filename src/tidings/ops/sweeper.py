@@ -67,6 +67,7 @@ class Sweeper:
             elapsed = now - last if moved else min(now - last, MOVE_TICK_S)
             try:
                 expired, more = await self._expire()
+                await self.bridge.run(self._forget_limit_rows)
                 metrics.EMAIL_WAITING.set(await self.bridge.run(backlog, self.queues,
                                                                 EMAIL_QUEUE))
                 moved = await self.bridge.run(self.queues.ops.advance_move_tasks, elapsed)
@@ -111,6 +112,13 @@ class Sweeper:
         store, now = self.queues.store, self.queues.clock.now_ms()
         return (store.expire_messages(now, EXPIRE_STEP),
                 store.forget_jobs(now - self.job_memory_s * 1000, EXPIRE_STEP))
+
+    def _forget_limit_rows(self) -> None:
+        """Downstream limits: starts older than the longest rate's window (a tenant that
+        went quiet leaves its last window's starts behind) and slots whose lease ran out."""
+        store, now = self.queues.store, self.queues.clock.now_ms()
+        longest = max((s.rate.period_ms for s in store.limit_settings() if s.rate), default=0)
+        store.forget_limit_rows(now - longest, now)
 
     async def _trim_firings(self, firings: FiringLog) -> bool:
         """The history's old rows, `TRIM_STEP` per transaction: between two of them the

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from tidings.clock import Clock, to_ms
 from tidings.errors import (
@@ -58,7 +58,7 @@ from tidings.queues.receiving import (
     Receiver,
 )
 from tidings.queues.redrive import Redrive
-from tidings.store.base import QueueStore
+from tidings.store.base import LimitStore, QueueStore
 
 PURGE_INTERVAL_MS = 60_000
 
@@ -96,9 +96,15 @@ def named_queue(store: QueueStore, name: str, field: str, what: str = "queue") -
         raise ValidationError(field, f"{what} {name!r} does not exist") from None
 
 
+class QueueServiceStore(QueueStore, LimitStore, Protocol):
+    """What the queue service and the consumers over it ask of the store: the queues and
+    messages, and the downstream limits a consumer holds a message back by (the message
+    stays in its queue: `hold_back_messages`)."""
+
+
 class QueueService:
-    def __init__(self, store: QueueStore, clock: Clock, notifier: Notifier, signer: ReceiptSigner,
-                 *, arn_prefix: str = "arn:aws:sqs:us-east-1:000000000000",
+    def __init__(self, store: QueueServiceStore, clock: Clock, notifier: Notifier,
+                 signer: ReceiptSigner, *, arn_prefix: str = "arn:aws:sqs:us-east-1:000000000000",
                  fallback_poll_s: float = CROSS_PROCESS_POLL_S) -> None:
         """`fallback_poll_s`: how long a long poll waits before looking again when no
         notification reached it (`CROSS_PROCESS_POLL_S`)."""

@@ -113,6 +113,12 @@ COMPONENT_FAILING = Gauge("tidings_component_failing",
                           "1 while a component of this node cannot do its work (its reason is "
                           "in GET /health/ready): dispatcher, sweeper, consumer of <queue>",
                           ["component"], registry=REGISTRY)
+LIMIT_WAITING = Gauge("tidings_limit_waiting",
+                      "Jobs this node held back by a limit key (back in their queue until the "
+                      "key has room) whose wait has not ended", ["key"], registry=REGISTRY)
+LIMIT_IN_USE = Gauge("tidings_limit_in_use",
+                     "Concurrency slots of a limit key held now, on every node",
+                     ["key"], registry=REGISTRY)
 DISPATCHER_STARTS = Counter("tidings_dispatcher_process_starts",
                             "Dispatcher processes this node started (more than one: restarts)",
                             registry=REGISTRY)

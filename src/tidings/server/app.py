@@ -38,6 +38,7 @@ from tidings.server.native import (
     queues,
     schedules,
 )
+from tidings.server.native import limits as limit_api
 from tidings.server.native.auth import AuditTrail, authorise_native
 from tidings.server.native.deps import Context
 from tidings.server.native.models import HealthOut, ReadinessOut
@@ -144,6 +145,7 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
     app.include_router(contacts.router)
     app.include_router(campaigns.router)
     app.include_router(audit.router)
+    app.include_router(limit_api.router)
 
     @app.get("/metrics", tags=["health"], response_class=Response,
              responses={200: {"content": {CONTENT_TYPE_LATEST: {}},

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tidings.store.campaigns import SqlCampaigns
 from tidings.store.contacts import SqlContacts
 from tidings.store.email import SqlEmail
+from tidings.store.limits import SqlLimits
 from tidings.store.nodes import SqlNodes
 from tidings.store.queues import SqlQueues
 from tidings.store.schedules import SqlSchedules
@@ -12,5 +13,5 @@ from tidings.store.security import SqlSecurity
 
 
 class SqlStore(SqlQueues, SqlSchedules, SqlEmail, SqlContacts, SqlCampaigns, SqlNodes,
-               SqlSecurity):
+               SqlSecurity, SqlLimits):
     """Every part shares `SqlBase` (the driver and its queries); each adds its tables."""

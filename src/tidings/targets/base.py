@@ -33,11 +33,15 @@ MAX_ROUTE_DEPTH = 4
 class DeliveryError(Exception):
     """A target did not accept a delivery."""
 
-    def __init__(self, code: str, message: str, *, retryable: bool = True) -> None:
+    def __init__(self, code: str, message: str, *, retryable: bool = True,
+                 retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.retryable = retryable
+        #: The target pushed back (HTTP 429 or 503 with Retry-After): wait this long,
+        #: and do not count the attempt (downstream limits, issue 33).
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)

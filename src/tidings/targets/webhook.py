@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from tidings.model.firings import FiringContext, scheduled_time_text
+from tidings.model.limits import retry_after_header
 from tidings.model.schedules import Target
 from tidings.targets.base import DeliveryError
 from tidings.targets.guard import WebhookGuard
@@ -82,8 +83,10 @@ class WebhookSender:
             return status
         text = response.text[:300]
         retryable = status in (408, 429) or status >= 500
+        pushback = (retry_after_header(response.headers.get("retry-after"))
+                    if status in (429, 503) else None)
         raise DeliveryError(f"HTTP{status}", f"{status} {response.reason_phrase}: {text}",
-                            retryable=retryable)
+                            retryable=retryable, retry_after_s=pushback)
 
     async def close(self) -> None:
         await self._client.aclose()

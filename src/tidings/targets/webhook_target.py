@@ -7,7 +7,7 @@ process) and the faces that check a target do not load an HTTP client to ask the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from tidings.model.queues import DELIVERY_QUEUE
@@ -50,3 +50,15 @@ class WebhookTarget:
 
     async def gave_up(self, attempt: Attempt, failure: DeliveryError, reach: Reach) -> None:
         return None
+
+
+WEBHOOK_LIMIT = "webhook"
+
+
+def webhook_host(body: dict[str, Any]) -> str | None:
+    """The limit key's value of a delivery job's body: its webhook's host (None: not a
+    webhook), so a limit named `webhook` gives each host its own key."""
+    target = body.get("target")
+    if not isinstance(target, dict) or target.get("kind") != TargetKind.WEBHOOK.value:
+        return None
+    return urlsplit(str(target.get("destination", ""))).hostname or None

@@ -23,7 +23,7 @@ from typing import Any
 from tidings.client import Tidings
 from tidings.errors import ValidationError
 from tidings.jobs.declare import declare_queues
-from tidings.jobs.handlers import Handlers
+from tidings.jobs.handlers import Handlers, Job, Limits, bind_limits
 from tidings.tasks.periodic import (
     Periodic,
     cron_expression,
@@ -32,6 +32,13 @@ from tidings.tasks.periodic import (
     sync_periodic,
 )
 from tidings.tasks.task import Task
+
+
+def argument(job: Job, key: str | Callable[..., Any]) -> Any:
+    """A task's limit key: one of its arguments, or a callable of them."""
+    args = job.payload.get("args")
+    args = args if isinstance(args, dict) else {}
+    return key(**args) if callable(key) else args.get(key)
 
 
 @dataclass(eq=False)
@@ -53,15 +60,17 @@ class App(Handlers):
 
     def task(self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
              queue: str | None = None, visibility_timeout_s: int | None = None,
-             max_attempts: int | None = None) -> Any:
+             max_attempts: int | None = None, limit: Limits = None) -> Any:
         """Make a function (sync or async) a task: `@app.task` or `@app.task(queue=…,
         name=…, visibility_timeout_s=…, max_attempts=…)`. The last two are the queue's
         (SQS's visibility timeout and maxReceiveCount, after which a job goes to the
-        queue's dead-letter queue), so tasks sharing a queue share them."""
+        queue's dead-letter queue), so tasks sharing a queue share them. `limit`: a
+        `tidings.Limit` (or a list), keyed by an argument's name or a callable of the
+        arguments ([limits](limits.md))."""
 
         def register(f: Callable[..., Any]) -> Task:
             return self._register(f, name or f.__name__, queue or self.queue,
-                                  visibility_timeout_s, max_attempts)
+                                  visibility_timeout_s, max_attempts, limit)
 
         return register(fn) if fn is not None else register
 
@@ -92,13 +101,14 @@ class App(Handlers):
         return register
 
     def _register(self, fn: Callable[..., Any], name: str, queue: str,
-                  visibility_timeout_s: int | None, max_attempts: int | None) -> Task:
+                  visibility_timeout_s: int | None, max_attempts: int | None,
+                  limit: Limits = None) -> Task:
         if name in self.tasks:
             raise ValidationError("name", f"task {name!r} is already registered")
         task = Task(self, fn, name=name, queue=queue)
         if visibility_timeout_s is not None or max_attempts is not None:
             self._queue_options(task, visibility_timeout_s, max_attempts)
-        self.handler(name, queue=queue)(task.handler())
+        self._handler(name, queue, bind_limits(limit, name, argument))(task.handler())
         self.tasks[name] = task
         return task
 

@@ -14,6 +14,7 @@ from tidings.jobs.consumer.work import Ledger
 class Pace:
     handled: int = 0
     failed: int = 0
+    held_back: int = 0
     waiting: int = 0  # jobs held ready that no handler has begun
 
     def unstarted(self) -> int:

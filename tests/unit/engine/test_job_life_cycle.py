@@ -162,5 +162,21 @@ def test_jobs_from_several_states_move_together() -> None:
 
 
 def test_only_a_job_whose_key_is_reserved_holds_it() -> None:
-    assert HOLDS_KEY == {S.READY, S.STARTED, S.SUCCEEDED, S.FAILED, S.ABANDONED}
+    assert HOLDS_KEY == {S.READY, S.LIMITED, S.STARTED, S.SUCCEEDED, S.FAILED, S.HELD_BACK,
+                         S.ABANDONED}
     assert all(S.READY in path_to(s) for s in HOLDS_KEY)
+
+
+def test_a_job_held_back_by_a_limit_frees_its_room_and_its_key() -> None:
+    queue, ledger = served(), Ledger()
+    job = work(queue, 1)
+    ledger.hold([job])
+    for state in (S.RESERVING, S.READY, S.LIMITED):
+        ledger.move(job, state)
+    assert queue.keys == {"t:1"} and ledger.finished == 0 and ledger.running == 0
+    ledger.move(job, S.HELD_BACK)  # back to its queue: the room is free again
+    assert ledger.finished == 1 and queue.keys == {"t:1"}
+    ledger.move(job, S.GONE)
+    assert queue.keys == set() and not ledger.held
+    with pytest.raises(InvalidTransition):
+        ledger.move(work(queue, 2), S.LIMITED)  # only a job whose key is reserved waits

@@ -23,6 +23,7 @@ class Pace(Protocol):
 
     handled: int  # handlers that returned so far
     failed: int  # handlers that raised so far
+    held_back: int  # jobs a limit sent back to their queue so far (they pass quickly too)
 
     def unstarted(self) -> int:
         """Jobs held ready that no handler has begun."""
@@ -84,7 +85,7 @@ class Admission:
     async def run(self) -> None:
         """Sizes the prefetch every PACE_S by the handlers' pace."""
         pace = self.pace
-        ran, then = pace.handled + pace.failed, time.monotonic()
+        ran, then = pace.handled + pace.failed + pace.held_back, time.monotonic()
         while True:
             if not self.ledger.held and not self.backlog and self.prefetch == self.floor:
                 # Idle, and the prefetch shrunk back to its floor: each tick would change
@@ -93,8 +94,9 @@ class Admission:
                 then = time.monotonic()
             await asyncio.sleep(PACE_S)
             now = time.monotonic()
-            self.size_prefetch(pace.handled + pace.failed - ran, now - then)
-            ran, then = pace.handled + pace.failed, now
+            done = pace.handled + pace.failed + pace.held_back
+            self.size_prefetch(done - ran, now - then)
+            ran, then = done, now
 
     def size_prefetch(self, ran: int, seconds: float) -> None:
         """The default prefetch follows the handlers' pace: what they finish in

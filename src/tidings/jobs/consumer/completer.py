@@ -7,16 +7,21 @@ it failed: its lease then runs out and the message comes back."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from tidings.errors import TidingsError
 from tidings.jobs.batches import Failure, Jobs
 from tidings.jobs.consumer.work import HOLDS_KEY, JobState, Ledger, ServedQueue, Work
 from tidings.jobs.handlers import Handlers, PoisonMessage
+from tidings.model.limits import RetryAfter
 from tidings.notify.base import Notifier, queue_channel
 from tidings.runtime import metrics
 from tidings.runtime.batching import Batcher
 from tidings.runtime.bridge import Bridge
+
+if TYPE_CHECKING:
+    from tidings.jobs.consumer.limiter import Limiter
 
 log = logging.getLogger("tidings.consumers")
 
@@ -39,6 +44,7 @@ class Completer:
         self.app = app
         self.notifier = notifier
         self.lingering = lingering
+        self.limiter: Limiter | None = None  # set by the consumer
         # Every outcome gathered goes in one group (at most what the consumer holds): on
         # PostgreSQL each group is a commit, and its WAL flush, of its own.
         self._acks: Batcher[ServedQueue, Work, None] = Batcher(
@@ -49,6 +55,8 @@ class Completer:
     # what runners report (Outcomes) ----------------------------------------------------
 
     def succeeded(self, works: list[Work]) -> None:
+        if self.limiter is not None:
+            self.limiter.finished(works)
         queue = works[0].queue
         if all(w.queue is queue for w in works):
             self._acks.put_many(queue, works)
@@ -57,7 +65,17 @@ class Completer:
             self._acks.put(work.queue, work)
 
     def failed(self, work: Work, error: str) -> None:
+        if self.limiter is not None:
+            self.limiter.finished((work,))
         self._retry(work, work.key, error)
+
+    def held_back(self, work: Work, pushback: RetryAfter) -> None:
+        if self.limiter is None:  # no limiter: a retry after the handler's delay
+            self.ledger.move(work, JobState.FAILED)
+            self._retries.put(work.queue, (work, Failure(
+                work.held, work.key, int(pushback.seconds), f"RetryAfter: {pushback}")))
+            return
+        self.limiter.retry_after(work, pushback)
 
     async def flushed(self) -> None:
         """Every outcome reported so far is written."""
@@ -75,9 +93,20 @@ class Completer:
         return FLUSH_LINGER_S if pending < FLUSH_BATCH and self.lingering() else 0.0
 
     def _write_acks(self, queue: ServedQueue, works: Sequence[Work]) -> list[None]:
-        self.jobs.complete(queue.record.id, [(w.held, w.key) for w in works
-                                             if w.key is not None])
+        try:
+            self.jobs.complete(queue.record.id, [(w.held, w.key) for w in works
+                                                 if w.key is not None])
+        finally:
+            self._release_slots(works)
         return [None] * len(works)
+
+    def _release_slots(self, works: Iterable[Work]) -> None:
+        slots = [s for w in works for s in w.slots]
+        if slots:
+            try:
+                self.jobs.release_slots(slots)
+            except TidingsError as exc:  # they run out with their lease
+                log.warning("could not give back %d limit slots: %s", len(slots), exc)
 
     async def _acked(self, queue: ServedQueue, works: list[Work],
                      outcome: Sequence[None | BaseException] | BaseException) -> None:
@@ -90,7 +119,10 @@ class Completer:
         self.ledger.move_all(works, JobState.GONE)
 
     def _write_retries(self, queue: ServedQueue, items: Sequence[Retry]) -> list[None]:
-        self.jobs.fail(queue.record.id, [f for _, f in items])
+        try:
+            self.jobs.fail(queue.record.id, [f for _, f in items])
+        finally:
+            self._release_slots(w for w, _ in items)
         return [None] * len(items)
 
     async def _retried(self, queue: ServedQueue, items: list[Retry],

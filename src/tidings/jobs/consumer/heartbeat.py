@@ -45,7 +45,8 @@ class LeaseHeartbeat:
         for queue, items in due.items():
             try:
                 await self.bridge.run(self.jobs.extend, queue.record, [
-                    (w.held, w.key if w.state in HOLDS_KEY else None) for w in items])
+                    (w.held, w.key if w.state in HOLDS_KEY else None) for w in items],
+                    [s for w in items for s in w.slots])
             except TidingsError as exc:
                 log.warning("heartbeat of %d jobs on %s failed: %s", len(items),
                             queue.name, exc)

@@ -9,11 +9,12 @@ import inspect
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from tidings.jobs.consumer.work import JobState, Ledger, Work
 from tidings.jobs.handlers import Registration
+from tidings.model.limits import RetryAfter
 from tidings.runtime.handler_threads import HandlerThreads, Outcome
 from tidings.targets.base import DeliveryError
 
@@ -25,6 +26,7 @@ class Outcomes(Protocol):
 
     def succeeded(self, works: list[Work]) -> None: ...
     def failed(self, work: Work, error: str) -> None: ...
+    def held_back(self, work: Work, pushback: RetryAfter) -> None: ...
 
 
 class Runner:
@@ -44,16 +46,26 @@ class Runner:
         self.threads: HandlerThreads[Work] = HandlerThreads(concurrency, self._threads_done)
         self.handled = 0  # handlers that returned
         self.failed = 0  # handlers that raised
+        #: Jobs a limit sent back to their queue (counted by the limiter): a backlog of a
+        #: key with no room passes through as fast as short jobs, and the prefetch grows
+        #: to match, so the jobs of other keys behind it are reached sooner.
+        self.held_back = 0
         self._async_ready: deque[tuple[Work, Registration]] = deque()
         self._runners = 0  # async runner tasks alive
         self._async_outcomes: list[Outcome[Work]] = []
         self._taken_back: list[Work] = []
         self._tasks: set[asyncio.Future[Any]] = set()
+        #: Told when handlers returned (slots freed): the limiter's jobs may go.
+        self.on_slot_freed: Callable[[], None] | None = None
 
     def admit(self, works: Iterable[Work]) -> None:
         """Jobs whose key is now ours (READY): run them as slots allow."""
         self.ready.extend(works)
         self.start_ready()
+
+    def free_slots(self) -> int:
+        """Handler slots no job holds or is about to take."""
+        return self.concurrency - self.ledger.running - len(self.ready)
 
     def unstarted(self) -> int:
         """Jobs ready or handed to a runner that has not taken them yet."""
@@ -158,12 +170,17 @@ class Runner:
                 continue  # abandoned at the shutdown deadline: no longer ours
             elif ok:
                 succeeded.append(work)
+            elif isinstance(value, RetryAfter):
+                self.handled += 1  # not a failure: the job waits for its downstream
+                self.outcomes.held_back(work, value)
             else:
                 self._fail(work, value)
         if succeeded:
             self.handled += len(succeeded)
             self.ledger.move_all(succeeded, JobState.SUCCEEDED)
             self.outcomes.succeeded(succeeded)
+        if self.on_slot_freed is not None:
+            self.on_slot_freed()
 
     async def _finish(self, work: Work, value: Awaitable[Any]) -> None:
         """A sync-looking function returned a coroutine: await it on the loop."""

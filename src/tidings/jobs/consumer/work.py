@@ -19,6 +19,7 @@ from enum import StrEnum
 from tidings.jobs.batches import Held
 from tidings.jobs.handlers import Job, Registration
 from tidings.model.queues import QueueRecord
+from tidings.store.contract.limits import KeyRule
 
 
 class JobState(StrEnum):
@@ -26,6 +27,8 @@ class JobState(StrEnum):
     RESERVING = "reserving"  # its job key's reservation is being written
     WAITING = "waiting"  # a duplicate of a key held here or elsewhere: waits for that run
     READY = "ready"  # its key is ours: waits for a free handler slot
+    LIMITED = "limited"  # its key is ours; waits for room under its limits (limiter)
+    HELD_BACK = "held_back"  # a limit (or RetryAfter) sends it back to its queue for a while
     STARTED = "started"  # handed to a runner (a thread, an async runner task)
     SUCCEEDED = "succeeded"  # its handler returned: the acknowledgement is being written
     FAILED = "failed"  # its handler raised: the retry (backoff, error) is being written
@@ -42,9 +45,12 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     # GONE: the reservation could not be written; the message comes back after its lease.
     S.RESERVING: frozenset({S.READY, S.WAITING, S.DUPLICATE, S.GONE}),
     S.WAITING: frozenset({S.RESERVING, S.RETURNING}),
-    S.READY: frozenset({S.STARTED, S.RETURNING}),
-    # RETURNING: taken back at shutdown before a runner began it.
-    S.STARTED: frozenset({S.SUCCEEDED, S.FAILED, S.RETURNING, S.ABANDONED}),
+    S.READY: frozenset({S.STARTED, S.LIMITED, S.RETURNING}),
+    S.LIMITED: frozenset({S.READY, S.HELD_BACK, S.RETURNING}),
+    # RETURNING: taken back at shutdown before a runner began it. HELD_BACK: its handler
+    # raised RetryAfter.
+    S.STARTED: frozenset({S.SUCCEEDED, S.FAILED, S.HELD_BACK, S.RETURNING, S.ABANDONED}),
+    S.HELD_BACK: frozenset({S.GONE}),
     S.SUCCEEDED: frozenset({S.GONE}),
     S.FAILED: frozenset({S.GONE}),
     S.DUPLICATE: frozenset({S.GONE}),
@@ -55,10 +61,11 @@ TRANSITIONS: dict[JobState, frozenset[JobState]] = {
 }
 #: The states in which this consumer holds the job's key on its queue (reserved, and not
 #: yet handed back by a write).
-HOLDS_KEY = frozenset({S.READY, S.STARTED, S.SUCCEEDED, S.FAILED, S.ABANDONED})
+HOLDS_KEY = frozenset({S.READY, S.LIMITED, S.STARTED, S.SUCCEEDED, S.FAILED, S.HELD_BACK,
+                       S.ABANDONED})
 #: The states whose jobs leave room for the next receive: their handler returned, and they
 #: are held only until their outcome is written.
-FINISHED = frozenset({S.SUCCEEDED, S.FAILED})
+FINISHED = frozenset({S.SUCCEEDED, S.FAILED, S.HELD_BACK})
 
 
 class InvalidTransition(RuntimeError):
@@ -92,6 +99,8 @@ class Work:
     extend_at: float  # monotonic: when the heartbeat must renew its lease
     state: JobState = field(default=JobState.RECEIVED, init=False)
     started: float = 0.0  # monotonic: when it was handed to a runner
+    rules: tuple[KeyRule, ...] = ()  # the limits it waits for (LIMITED) or went through
+    slots: tuple[tuple[str, str], ...] = ()  # concurrency slots it holds: (key, holder)
 
 
 # What a move does beside changing the state, worked out once from the sets above.
@@ -208,4 +217,4 @@ class Ledger:
     def finished(self) -> int:
         """Jobs whose handler returned, held until their outcome is written."""
         counts = self.counts
-        return counts[S.SUCCEEDED] + counts[S.FAILED]
+        return counts[S.SUCCEEDED] + counts[S.FAILED] + counts[S.HELD_BACK]

@@ -999,3 +999,105 @@ ORDER BY seq DESC LIMIT %(limit)s;
 
 -- name: soft_bounce_count
 SELECT count(*) FROM email_events WHERE address = %s AND kind = 'SOFT_BOUNCE';
+
+-- limits (issue 33) ----------------------------------------------------------------------
+
+-- name: limit_settings
+SELECT key, rate_count, period_ms, burst, concurrency, source, updated_at FROM limits
+ORDER BY key;
+
+-- name: put_limit
+-- (key, rate count, period ms, burst, concurrency, source, updated at)
+INSERT INTO limits (key, rate_count, period_ms, burst, concurrency, source, updated_at)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (key) DO UPDATE SET rate_count = excluded.rate_count,
+    period_ms = excluded.period_ms, burst = excluded.burst,
+    concurrency = excluded.concurrency, source = excluded.source,
+    updated_at = excluded.updated_at;
+
+-- name: delete_limit
+DELETE FROM limits WHERE key = %s;
+
+-- name: limit_pauses
+-- (now): the keys paused beyond now.
+SELECT key, paused_until FROM limit_keys WHERE paused_until > %s ORDER BY key;
+
+-- name: ensure_limit_key
+INSERT INTO limit_keys (key) VALUES (%s) ON CONFLICT (key) DO NOTHING;
+
+-- name: lock_limit_key
+-- The key's row, held until the acquisition commits: nodes take a key's room in turn.
+SELECT paused_until, tat FROM limit_keys WHERE key = %s FOR UPDATE;
+
+-- name: limit_key_paused_until
+SELECT paused_until FROM limit_keys WHERE key = %s;
+
+-- name: expire_limit_slots
+-- (key, now): slots whose lease ran out (their holder died or hung) are free again.
+DELETE FROM limit_slots WHERE key = %s AND expires_at <= %s;
+
+-- name: count_limit_slots
+SELECT count(*) FROM limit_slots WHERE key = %s;
+
+-- name: expire_limit_starts
+-- (key, window start): starts that left the sliding window.
+DELETE FROM limit_starts WHERE key = %s AND at_ms <= %s;
+
+-- name: limit_starts
+SELECT at_ms FROM limit_starts WHERE key = %s ORDER BY at_ms;
+
+-- name: insert_limit_slot
+INSERT INTO limit_slots (key, holder, expires_at) VALUES (%s, %s, %s)
+ON CONFLICT (key, holder) DO UPDATE SET expires_at = excluded.expires_at;
+
+-- name: insert_limit_start
+INSERT INTO limit_starts (key, at_ms) VALUES (%s, %s);
+
+-- name: set_limit_tat
+UPDATE limit_keys SET tat = %s WHERE key = %s;
+
+-- name: release_limit_slot
+DELETE FROM limit_slots WHERE key = %s AND holder = %s;
+
+-- name: extend_limit_slot
+UPDATE limit_slots SET expires_at = %s WHERE key = %s AND holder = %s;
+
+-- name: pause_limit_key
+-- (key, until): a pushback; a later pause already there stands.
+INSERT INTO limit_keys (key, paused_until) VALUES (%s, %s)
+ON CONFLICT (key) DO UPDATE SET paused_until = GREATEST(
+    COALESCE(limit_keys.paused_until, 0), excluded.paused_until);
+
+-- name: set_limit_pause
+-- (key, until or NULL): the operator's pause (or resume), as given.
+INSERT INTO limit_keys (key, paused_until) VALUES (%s, %s)
+ON CONFLICT (key) DO UPDATE SET paused_until = excluded.paused_until;
+
+-- name: limit_slots_in_use
+-- (now): live slots by key.
+SELECT key, count(*) FROM limit_slots WHERE expires_at > %s GROUP BY key ORDER BY key;
+
+-- name: limit_starts_by_key
+-- (since): starts since the instant, by key.
+SELECT key, count(*), max(at_ms) FROM limit_starts WHERE at_ms > %s GROUP BY key ORDER BY key;
+
+-- name: forget_limit_rows
+-- (before): starts older than any window, slots long expired.
+DELETE FROM limit_starts WHERE at_ms < %s;
+
+-- name: forget_limit_slots
+DELETE FROM limit_slots WHERE expires_at <= %s;
+
+-- name: hold_back_messages
+-- (id, lease token, visible at, error, queue, now)[]: jobs a limit held back go back to
+-- their queue until `visible at` without counting as a receive (the receive that leased
+-- them added one: taken back here, in the same compare-and-set on the lease). The lease
+-- token is negated, so the receipt is spent: it cannot take the count back twice.
+UPDATE messages AS m SET visible_at = c.visible_at,
+    receive_count = GREATEST(m.receive_count - 1, 0), lease_token = -m.lease_token,
+    last_error = COALESCE(c.error, m.last_error)
+FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], %s::bigint[])
+     AS c(id, token, visible_at, error, queue_id, now)
+WHERE m.id = c.id AND m.queue_id = c.queue_id AND m.lease_token = c.token
+  AND m.visible_at > c.now
+RETURNING m.id, c.token;

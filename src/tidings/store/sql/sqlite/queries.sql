@@ -851,3 +851,100 @@ ORDER BY seq DESC LIMIT :limit;
 
 -- name: soft_bounce_count
 SELECT count(*) FROM email_events WHERE address = ? AND kind = 'SOFT_BOUNCE';
+
+-- limits (issue 33) ----------------------------------------------------------------------
+
+-- name: limit_settings
+SELECT key, rate_count, period_ms, burst, concurrency, source, updated_at FROM limits
+ORDER BY key;
+
+-- name: put_limit
+-- (key, rate count, period ms, burst, concurrency, source, updated at)
+INSERT INTO limits (key, rate_count, period_ms, burst, concurrency, source, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET rate_count = excluded.rate_count,
+    period_ms = excluded.period_ms, burst = excluded.burst,
+    concurrency = excluded.concurrency, source = excluded.source,
+    updated_at = excluded.updated_at;
+
+-- name: delete_limit
+DELETE FROM limits WHERE key = ?;
+
+-- name: limit_pauses
+-- (now): the keys paused beyond now.
+SELECT key, paused_until FROM limit_keys WHERE paused_until > ? ORDER BY key;
+
+-- name: ensure_limit_key
+INSERT INTO limit_keys (key) VALUES (?) ON CONFLICT (key) DO NOTHING;
+
+-- name: lock_limit_key
+-- The key's row, held until the acquisition commits: nodes take a key's room in turn.
+SELECT paused_until, tat FROM limit_keys WHERE key = ?;
+
+-- name: limit_key_paused_until
+SELECT paused_until FROM limit_keys WHERE key = ?;
+
+-- name: expire_limit_slots
+-- (key, now): slots whose lease ran out (their holder died or hung) are free again.
+DELETE FROM limit_slots WHERE key = ? AND expires_at <= ?;
+
+-- name: count_limit_slots
+SELECT count(*) FROM limit_slots WHERE key = ?;
+
+-- name: expire_limit_starts
+-- (key, window start): starts that left the sliding window.
+DELETE FROM limit_starts WHERE key = ? AND at_ms <= ?;
+
+-- name: limit_starts
+SELECT at_ms FROM limit_starts WHERE key = ? ORDER BY at_ms;
+
+-- name: insert_limit_slot
+INSERT INTO limit_slots (key, holder, expires_at) VALUES (?, ?, ?)
+ON CONFLICT (key, holder) DO UPDATE SET expires_at = excluded.expires_at;
+
+-- name: insert_limit_start
+INSERT INTO limit_starts (key, at_ms) VALUES (?, ?);
+
+-- name: set_limit_tat
+UPDATE limit_keys SET tat = ? WHERE key = ?;
+
+-- name: release_limit_slot
+DELETE FROM limit_slots WHERE key = ? AND holder = ?;
+
+-- name: extend_limit_slot
+UPDATE limit_slots SET expires_at = ? WHERE key = ? AND holder = ?;
+
+-- name: pause_limit_key
+-- (key, until): a pushback; a later pause already there stands.
+INSERT INTO limit_keys (key, paused_until) VALUES (?, ?)
+ON CONFLICT (key) DO UPDATE SET paused_until = max(
+    COALESCE(limit_keys.paused_until, 0), excluded.paused_until);
+
+-- name: set_limit_pause
+-- (key, until or NULL): the operator's pause (or resume), as given.
+INSERT INTO limit_keys (key, paused_until) VALUES (?, ?)
+ON CONFLICT (key) DO UPDATE SET paused_until = excluded.paused_until;
+
+-- name: limit_slots_in_use
+-- (now): live slots by key.
+SELECT key, count(*) FROM limit_slots WHERE expires_at > ? GROUP BY key ORDER BY key;
+
+-- name: limit_starts_by_key
+-- (since): starts since the instant, by key.
+SELECT key, count(*), max(at_ms) FROM limit_starts WHERE at_ms > ? GROUP BY key ORDER BY key;
+
+-- name: forget_limit_rows
+-- (before): starts older than any window, slots long expired.
+DELETE FROM limit_starts WHERE at_ms < ?;
+
+-- name: forget_limit_slots
+DELETE FROM limit_slots WHERE expires_at <= ?;
+
+-- name: hold_back_messages
+-- (id, lease token, visible at, error, queue, now): a job a limit held back goes back to
+-- its queue until `visible at` without counting as a receive (the receive that leased it
+-- added one: taken back here, in the same compare-and-set on its lease). The lease token
+-- is negated, so the receipt is spent: it cannot take the count back twice.
+UPDATE messages SET visible_at = ?3, receive_count = max(receive_count - 1, 0),
+    lease_token = -lease_token, last_error = COALESCE(?4, last_error)
+WHERE id = ?1 AND queue_id = ?5 AND lease_token = ?2 AND visible_at > ?6;
