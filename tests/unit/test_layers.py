@@ -32,8 +32,10 @@ ALLOWED = {
     "jobs": STORAGE | {"runtime", "queues", "targets", "schedules", "jobs"},
     "campaigns": STORAGE | {"runtime", "schedules", "campaigns"},
     "ops": STORAGE | {"runtime", "queues", "schedules", "ops"},
+    "push": STORAGE | {"runtime", "queues", "targets", "push"},
 }
-SERVICES = ("runtime", "queues", "email", "targets", "schedules", "jobs", "campaigns", "ops")
+SERVICES = ("runtime", "queues", "email", "targets", "schedules", "jobs", "campaigns", "ops",
+            "push")
 
 
 def tidings_imports(path: Path) -> set[str]:

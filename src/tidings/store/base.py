@@ -23,6 +23,7 @@ from typing import Protocol
 from tidings.store.contract.campaigns import CampaignStore
 from tidings.store.contract.email import DeliveryQuery, EmailStore
 from tidings.store.contract.nodes import NodeStore
+from tidings.store.contract.push import NewSubscription, PushStore, SlotClaim
 from tidings.store.contract.queues import (
     JobAck,
     JobLease,
@@ -47,14 +48,15 @@ from tidings.store.contract.security import SecurityStore
 
 __all__ = [
     "CampaignStore", "DeliveryQuery", "EmailStore", "Firing", "FiringOutcome", "FiringPass",
-    "JobAck", "JobLease", "NewSchedule", "NodeStore", "QueueStore", "ReceiveOutcome",
-    "ReceiveParams", "Rejection", "Reservation", "ScheduleStore", "SecurityStore", "Store",
-    "StoreRuntime", "StoredSend", "TargetMessage", "VisibilityChange",
+    "JobAck", "JobLease", "NewSchedule", "NewSubscription", "NodeStore", "PushStore",
+    "QueueStore", "ReceiveOutcome", "ReceiveParams", "Rejection", "Reservation",
+    "ScheduleStore", "SecurityStore", "SlotClaim", "Store", "StoreRuntime", "StoredSend",
+    "TargetMessage", "VisibilityChange",
 ]
 
 
 class Store(StoreRuntime, QueueStore, ScheduleStore, EmailStore, CampaignStore, NodeStore,
-            SecurityStore, Protocol):
+            SecurityStore, PushStore, Protocol):
     """Everything a backend stores: the one contract `open_store` returns. Each part lives
     in `tidings.store.contract`, named after what it stores; `StoreRuntime` is how it
     runs."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 from tidings.store.campaigns import SqlCampaigns
 from tidings.store.email import SqlEmail
 from tidings.store.nodes import SqlNodes
+from tidings.store.push import SqlPush
 from tidings.store.queues import SqlQueues
 from tidings.store.schedules import SqlSchedules
 from tidings.store.security import SqlSecurity
 
 
-class SqlStore(SqlQueues, SqlSchedules, SqlEmail, SqlCampaigns, SqlNodes, SqlSecurity):
+class SqlStore(SqlQueues, SqlSchedules, SqlEmail, SqlCampaigns, SqlNodes, SqlSecurity,
+               SqlPush):
     """Every part shares `SqlBase` (the driver and its queries); each adds its tables."""
