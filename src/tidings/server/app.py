@@ -28,7 +28,16 @@ from tidings.server.aws.ses import ses_routes
 from tidings.server.console import console_routes
 from tidings.server.errors import install_native_handlers
 from tidings.server.limits import Limits
-from tidings.server.native import audit, campaigns, email, messages, openapi, queues, schedules
+from tidings.server.native import (
+    audit,
+    campaigns,
+    email,
+    messages,
+    openapi,
+    push,
+    queues,
+    schedules,
+)
 from tidings.server.native.auth import AuditTrail, authorise_native
 from tidings.server.native.deps import Context
 from tidings.server.native.models import HealthOut, ReadinessOut
@@ -134,6 +143,7 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
     app.include_router(email.unsubscribe_router)
     app.include_router(campaigns.router)
     app.include_router(audit.router)
+    app.include_router(push.router)
 
     @app.get("/metrics", tags=["health"], response_class=Response,
              responses={200: {"content": {CONTENT_TYPE_LATEST: {}},
