@@ -174,3 +174,44 @@ def test_a_paused_subscription_pushes_nothing_until_resumed(t: Tidings) -> None:
             t.queues.resume_subscription("jobs")
             wait_until(lambda: empty(t, "jobs"), what="the push after resume")
     assert len(receiver.requests) == 1
+
+
+def test_a_receiver_cut_off_mid_request_gets_the_message_again(t: Tidings) -> None:
+    """The endpoint's process dies while it holds the request: the connection closes with
+    no answer, the push fails, and the next attempt delivers."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+    cut: list[bytes] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            data = conn.recv(65536)
+            if not cut:  # the first request: read, then gone without a word
+                cut.append(data)
+                conn.close()
+                continue
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    t.queues.create_queue("jobs")
+    t.queues.subscribe("jobs", f"http://127.0.0.1:{port}/")
+    t.queues.send("jobs", "x")
+    try:
+        with running_pushers(t):
+            wait_until(lambda: empty(t, "jobs"), what="the second attempt")
+    finally:
+        listener.close()
+    assert cut and b"webhook-signature" in cut[0].lower()
+    assert t.queues.push_failures("jobs")[0].error.startswith("ConnectionError")
