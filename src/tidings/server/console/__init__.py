@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
-from tidings.server.console import auth, campaigns, email, overview, queues, schedules
+from tidings.server.console import auth, campaigns, email, overview, push, queues, schedules
 from tidings.server.console.session import Sessions, TokenCheck
 from tidings.server.console.web import HEADERS, Console
 from tidings.server.native.deps import Context
@@ -37,7 +37,7 @@ def console_routes(ctx: Context, check: TokenCheck | None = None) -> list[BaseRo
     to its scope; None: the node has no tokens and the console is open."""
     console = Console(ctx, Sessions(ctx.t.overview.secret("console-session-key"), check))
     inner: list[BaseRoute] = [Route("/static/{name}", _static, methods=["GET"])]
-    for part in (overview, queues, schedules, campaigns, email, auth):
+    for part in (overview, queues, push, schedules, campaigns, email, auth):
         inner += part.routes(console)
     return [
         Route("/ui", lambda request: RedirectResponse("/ui/", 308), methods=["GET"]),
