@@ -17,6 +17,7 @@ from tidings.client import Tidings
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.push import SubscriptionState
 from tidings.model.queues import RedrivePolicy
+from tidings.runtime.metrics import REGISTRY
 from tidings.settings import Settings
 
 
@@ -33,6 +34,7 @@ def empty(t: Tidings, queue: str) -> bool:
 
 def test_pushes_are_signed_as_standard_webhooks_sign(t: Tidings) -> None:
     receiver = Receiver()
+    pushed_before = sample("tidings_push_pushed_total", queue="jobs")
     t.queues.create_queue("jobs")
     with running_server(receiver) as url:
         view = t.queues.subscribe("jobs", f"{url}/hook", concurrency=4)
@@ -46,6 +48,8 @@ def test_pushes_are_signed_as_standard_webhooks_sign(t: Tidings) -> None:
             wait_until(lambda: len(receiver.requests) >= 20 and empty(t, "jobs"),
                        what="20 pushes acknowledged")
     assert sorted(receiver.ids()) == sorted(sent)
+    assert sample("tidings_push_pushed_total", queue="jobs") - pushed_before == 20
+    assert sample("tidings_push_latency_seconds_count", queue="jobs") >= 20
     verifier = Webhook(secret)
     for r in receiver.requests:
         assert verifier.verify(r.body, r.headers)["n"] in range(20)
@@ -76,7 +80,12 @@ def test_a_rotated_secret_signs_beside_the_new_one(t: Tidings) -> None:
     assert r.headers["content-type"].startswith("text/plain")
 
 
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
 def test_failures_are_retried_then_dead_lettered_with_the_status(t: Tidings) -> None:
+    failed_before = sample("tidings_push_failed_total", queue="jobs", status="500")
     async def broken(_p: Pushed, _n: int) -> Answer:
         return 500, {}, b"the database is on fire" * 50
 
@@ -98,6 +107,7 @@ def test_failures_are_retried_then_dead_lettered_with_the_status(t: Tidings) -> 
     assert got.attributes["ERROR_CODE"].string_value == "HTTP500"
     failures = t.queues.push_failures("jobs")
     assert [f.status for f in failures] == [500, 500, 500]
+    assert sample("tidings_push_failed_total", queue="jobs", status="500") - failed_before == 3
 
 
 def test_a_timeout_fails_the_push_and_the_next_attempt_delivers(t: Tidings) -> None:
