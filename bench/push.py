@@ -67,7 +67,7 @@ def receiver_main(port: int, out: str, fail_rate: float) -> None:
         if entry[2] < 0:
             entry[2] = (now - json.loads(body)["t"]) * 1000
         await send({"type": "http.response.start", "status": 500 if failed else 200,
-                    "headers": []})
+                    "headers": [(b"content-length", b"0")]})
         await send({"type": "http.response.body", "body": b""})
 
     def dump(*_: object) -> None:
@@ -76,7 +76,12 @@ def receiver_main(port: int, out: str, fail_rate: float) -> None:
         os._exit(0)
 
     signal.signal(signal.SIGTERM, dump)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    # One socket write per answer, as a node's own server does (server/wire.py): a head
+    # and an empty body in two writes meet Nagle and the client's delayed ACK (~40 ms).
+    from tidings.server.wire import GatheringHttpToolsProtocol
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
+                http=GatheringHttpToolsProtocol)
 
 
 def free_port() -> int:

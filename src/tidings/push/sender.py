@@ -10,6 +10,7 @@ followed (a 3xx is a failure, as for webhooks).
 from __future__ import annotations
 
 import email.utils
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -65,10 +66,14 @@ class PushSender:
         key = (f"{parts.scheme}://{parts.netloc}", pool)
         client = self._clients.get(key)
         if client is None:
+            limits = httpx.Limits(max_connections=pool, max_keepalive_connections=pool,
+                                  keepalive_expiry=30)
+            # TCP_NODELAY: httpx may write a request's head and body separately; with
+            # Nagle on, the body could wait for the head's ACK, which receivers delay.
+            transport = httpx.AsyncHTTPTransport(
+                limits=limits, socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
             client = self._clients[key] = httpx.AsyncClient(
-                follow_redirects=False,
-                limits=httpx.Limits(max_connections=pool, max_keepalive_connections=pool,
-                                    keepalive_expiry=30))
+                follow_redirects=False, transport=transport)
         return client
 
     async def post(self, endpoint: str, body: bytes, headers: dict[str, str], *,
