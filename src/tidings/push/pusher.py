@@ -113,6 +113,7 @@ class SubscriptionPusher:
         self.changed = asyncio.Event()  # a push ended, or the subscription changed
         self.in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        self._seen = 0  # the queue channel's version before the last look
         self._gauge = metrics.IN_FLIGHT.labels(queue.name)
 
     def update(self, queue: QueueRecord, sub: Subscription) -> None:
@@ -150,12 +151,22 @@ class SubscriptionPusher:
     async def _step(self) -> float | None:
         """Lease and start what there is room for; how long to wait before the next look
         (None: look again at once)."""
+        # Cleared before anything is read: a push that ends from here on wakes the wait
+        # that may follow (cleared later, its wake-up could be lost for POLL_S).
+        self.changed.clear()
         ctx, sub, queue = self.ctx, self.sub, self.queue
         now = ctx.clock.now_ms()
         if sub.held(now):
             assert sub.held_until is not None
             await self._quiet()
             return (sub.held_until - now) / 1000
+        if not self.slots.count():
+            # Idle: a read says whether there is anything to push before slots are
+            # claimed and a receive is tried (both writes), so an empty queue costs reads.
+            self._seen = ctx.notifier.version(queue_channel(queue.id))
+            counts = await ctx.bridge.run(ctx.store.queue_counts, queue.id, now)
+            if not counts.visible:
+                return await self._pause()
         await self.slots.keep(sub.concurrency, sub.concurrency)
         room = self.slots.count() - self.in_flight
         if room <= 0:  # every slot busy (woken when a push ends), or none to be had
@@ -177,9 +188,15 @@ class SubscriptionPusher:
             return None
         if not self.in_flight:
             await self.slots.release()
-        nxt = await ctx.bridge.run(ctx.store.next_visible_at, queue.id, ctx.clock.now_ms())
-        pause = POLL_S if nxt is None else min(POLL_S, max(nxt - ctx.clock.now_ms(), 1) / 1000)
-        return pause
+        return await self._pause()
+
+    async def _pause(self) -> float:
+        """How long an empty queue waits: until its next delayed or leased message is
+        visible, at most POLL_S (no notification comes when a delay ends)."""
+        ctx = self.ctx
+        nxt = await ctx.bridge.run(ctx.store.next_visible_at, self.queue.id,
+                                   ctx.clock.now_ms())
+        return POLL_S if nxt is None else min(POLL_S, max(nxt - ctx.clock.now_ms(), 1) / 1000)
 
     async def _quiet(self) -> None:
         """Held back: give the slots to no one else's harm (they are released)."""
@@ -187,13 +204,12 @@ class SubscriptionPusher:
             await self.slots.release()
 
     async def _wait(self, timeout_s: float) -> None:
-        """Until a push ends, the subscription changes, a message arrives, or the timeout."""
-        self.changed.clear()
+        """Until a push ends, the subscription changes, a message arrives, or the timeout
+        (`changed` was cleared when the step before it began)."""
         channel = queue_channel(self.queue.id)
         waits = [asyncio.ensure_future(self.changed.wait()),
                  asyncio.ensure_future(self.ctx.notifier.wait(
-                     channel, getattr(self, "_seen", self.ctx.notifier.version(channel)),
-                     timeout_s))]
+                     channel, self._seen, timeout_s))]
         try:
             await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -216,7 +232,14 @@ class SubscriptionPusher:
     def _spawn(self, work: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # Its message comes back when its lease runs out; say why it was not pushed.
+            log.error("a push to %s failed unexpectedly", self.sub.endpoint,
+                      exc_info=task.exception())
 
     def _done(self, n: int = 1) -> None:
         self.in_flight -= n
