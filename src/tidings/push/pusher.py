@@ -47,6 +47,9 @@ log = logging.getLogger("tidings.push")
 
 #: An idle queue is looked at again after this long (a notification wakes it at once).
 POLL_S = 1.0
+#: Slots are given back once the queue has been empty this long (not at once: a queue
+#: fed a message at a time would claim and give back its slots for each one).
+KEEP_SLOTS_IDLE_S = 2.0
 #: A lease lasts at least the push's timeout plus this margin.
 LEASE_MARGIN_S = 5
 
@@ -114,6 +117,7 @@ class SubscriptionPusher:
         self.in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen = 0  # the queue channel's version before the last look
+        self._busy_at = 0.0  # when the last receive found messages (monotonic)
         self._gauge = metrics.IN_FLIGHT.labels(queue.name)
 
     def update(self, queue: QueueRecord, sub: Subscription) -> None:
@@ -183,10 +187,11 @@ class SubscriptionPusher:
                            math.ceil(sub.timeout_ms / 1000) + LEASE_MARGIN_S)
         got = await ctx.bridge.run(ctx.ops.lease, queue, room, visibility_s)
         if got:
+            self._busy_at = time.monotonic()
             self.bucket.take(len(got))
             self._start(got)
             return None
-        if not self.in_flight:
+        if not self.in_flight and time.monotonic() - self._busy_at >= KEEP_SLOTS_IDLE_S:
             await self.slots.release()
         return await self._pause()
 

@@ -16,7 +16,8 @@ from tidings.store.base import SlotClaim, Store
 
 SLOT_TTL_MS = 15_000
 RENEW_MS = 3_000
-#: A node short of slots asks for more at most this often (each ask is a write).
+#: A node whose last claim came back short asks again at most this often (each ask is a
+#: write); one that gave its slots back claims at once when work comes.
 CLAIM_EVERY_MS = 250
 
 
@@ -30,7 +31,7 @@ class Slots:
         self.subscription_id = subscription_id
         self.held: list[int] = []
         self._renewed_at = 0
-        self._claimed_at = -CLAIM_EVERY_MS
+        self._short_at = -CLAIM_EVERY_MS  # when a claim last came back short
 
     def count(self) -> int:
         return len(self.held)
@@ -47,10 +48,11 @@ class Slots:
             self.held = await self.bridge.run(self.store.renew_slots, self._claim(concurrency))
             self._renewed_at = now
         wanted = min(wanted, concurrency)
-        if len(self.held) < wanted and now - self._claimed_at >= CLAIM_EVERY_MS:
-            self._claimed_at = now
-            got = await self.bridge.run(self.store.claim_slots, self._claim(concurrency),
-                                        wanted - len(self.held))
+        if len(self.held) < wanted and now - self._short_at >= CLAIM_EVERY_MS:
+            want = wanted - len(self.held)
+            got = await self.bridge.run(self.store.claim_slots, self._claim(concurrency), want)
+            if len(got) < want:  # other nodes hold the rest: ask again a little later
+                self._short_at = now
             if got:
                 if not self.held:  # a fresh hold: as good as renewed now
                     self._renewed_at = now
