@@ -17,8 +17,8 @@ from tidings.notify.base import Notifier, wake_horizon_ms
 from tidings.notify.local import LocalNotifier
 from tidings.ops.audit import AuditService
 from tidings.ops.overview import OverviewService
+from tidings.push.queues import PushQueues
 from tidings.queues.receiving import CROSS_PROCESS_POLL_S
-from tidings.queues.service import QueueService
 from tidings.runtime.bridge import Bridge
 from tidings.schedules.firing_log import FiringLog
 from tidings.schedules.search import ScheduleSearch
@@ -67,16 +67,18 @@ class Tidings(AbstractContextManager["Tidings"]):
         key = secret.encode() if secret else self.store.get_or_create_secret(
             "receipt-secret", secrets.token_bytes(32))
         self.signer = ReceiptSigner(key)
-        self.queues = QueueService(
-            self.store, self.clock, self.notifier, self.signer,
+        guard = WebhookGuard.from_settings(self.settings)
+        self.queues = PushQueues(
+            self.store, self.clock, self.notifier, self.signer, guard=guard,
             arn_prefix=f"arn:aws:sqs:{self.settings.region}:{self.settings.account_id}",
             fallback_poll_s=fallback_poll_s)
+        self.push = self.queues.push
         self.email = EmailService(self.store, self.clock, self.queues, self.settings)
         self.schedules = ScheduleService(
             self.store, self.clock, self.notifier,
             arn_prefix=f"arn:aws:scheduler:{self.settings.region}:{self.settings.account_id}",
             queue_lookup=self.queues.get_queue_cached,
-            webhook_guard=WebhookGuard.from_settings(self.settings),
+            webhook_guard=guard,
             sender_check=self.email.identities.check_sender,
             wake_horizon_ms=self.wake_horizon_ms)
         self.campaigns = CampaignService(self.store, self.clock, self.notifier, self.schedules,

@@ -31,6 +31,7 @@ from tidings.jobs.handlers import Handlers
 from tidings.ops.nodes import Heartbeat
 from tidings.ops.schema_guard import SchemaGuard
 from tidings.ops.sweeper import Sweeper
+from tidings.push.pushers import Pushers
 from tidings.queues.coalesce import Coalescer
 from tidings.queues.internal import EMAIL_QUEUE, ensure_internal_queues
 from tidings.runtime.bridge import Bridge
@@ -124,7 +125,10 @@ class Node:
         self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, VERSION)
         self.schema_guard = SchemaGuard(t.store, self.bridge,
                                         warned_at_open=t.schema_status().database)
-        self.services += [firing, self.deliveries, self.heartbeat, self.schema_guard]
+        self.pushers = Pushers(t.push, self.bridge, grace_s=settings.shutdown_grace_s,
+                               health=self.health)
+        self.services += [firing, self.deliveries, self.heartbeat, self.schema_guard,
+                          self.pushers]
         if settings.smtp_url:
             self.services.append(Consumer(
                 delivery_app(self.targets, t.queues, t.clock, self.bridge, queue=EMAIL_QUEUE,

@@ -227,6 +227,12 @@ def test_every_route_has_the_scope_it_was_meant_to_have(tmp_path: Path) -> None:
         ("DELETE", "/v1/email/contact-lists/{name}"),
         ("PUT", "/v1/limits/{key}"), ("DELETE", "/v1/limits/{key}"),
         ("POST", "/v1/limits/{key}/pause"), ("POST", "/v1/limits/{key}/resume"),
+        ("POST", "/v1/queues/{name}/subscription"), ("PATCH", "/v1/queues/{name}/subscription"),
+        ("DELETE", "/v1/queues/{name}/subscription"),
+        ("POST", "/v1/queues/{name}/subscription/pause"),
+        ("POST", "/v1/queues/{name}/subscription/resume"),
+        ("POST", "/v1/queues/{name}/subscription/rotate-secret"),
+        ("POST", "/v1/queues/{name}/subscription/test"),
     }
 
 

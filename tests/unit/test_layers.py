@@ -33,9 +33,10 @@ ALLOWED = {
     "jobs": STORAGE | {"runtime", "queues", "targets", "schedules", "jobs", "limits"},
     "campaigns": STORAGE | {"runtime", "email", "schedules", "campaigns"},
     "ops": STORAGE | {"runtime", "queues", "schedules", "ops"},
+    "push": STORAGE | {"runtime", "queues", "targets", "push"},
 }
 SERVICES = ("runtime", "limits", "queues", "email", "targets", "schedules", "jobs", "campaigns",
-            "ops")
+            "ops", "push")
 
 
 def tidings_imports(path: Path) -> set[str]:

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from tidings.cli import push
 from tidings.cli.options import (
     DEFAULT_DB,
     CreateOption,
@@ -37,6 +38,8 @@ from tidings.remote import RemoteTidings
 from tidings.server.native.views import message_json, peeked_json, queue_json, send_json
 
 app = typer.Typer(help="Create, inspect and use queues.", no_args_is_help=True)
+app.command("subscribe")(push.subscribe)
+app.add_typer(push.app, name="subscription")
 
 Name = Annotated[str, typer.Argument(help="Queue name (FIFO queues end with .fifo).",
                                      show_default=False)]

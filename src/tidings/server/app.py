@@ -35,6 +35,7 @@ from tidings.server.native import (
     email,
     messages,
     openapi,
+    push,
     queues,
     schedules,
 )
@@ -146,6 +147,7 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
     app.include_router(campaigns.router)
     app.include_router(audit.router)
     app.include_router(limit_api.router)
+    app.include_router(push.router)
 
     @app.get("/metrics", tags=["health"], response_class=Response,
              responses={200: {"content": {CONTENT_TYPE_LATEST: {}},

@@ -25,6 +25,7 @@ from tidings.store.contract.contacts import ContactStore
 from tidings.store.contract.email import DeliveryQuery, EmailStore
 from tidings.store.contract.limits import LimitStore
 from tidings.store.contract.nodes import NodeStore
+from tidings.store.contract.push import NewSubscription, PushStore, SlotClaim
 from tidings.store.contract.queues import (
     JobAck,
     JobLease,
@@ -49,15 +50,15 @@ from tidings.store.contract.security import SecurityStore
 
 __all__ = [
     "CampaignStore", "ContactStore", "DeliveryQuery", "EmailStore", "Firing", "FiringOutcome",
-    "FiringPass", "JobAck", "JobLease", "LimitStore", "NewSchedule", "NodeStore", "QueueStore",
-    "ReceiveOutcome",
-    "ReceiveParams", "Rejection", "Reservation", "ScheduleStore", "SecurityStore", "Store",
-    "StoreRuntime", "StoredSend", "TargetMessage", "VisibilityChange",
+    "FiringPass", "JobAck", "JobLease", "LimitStore", "NewSchedule", "NewSubscription",
+    "NodeStore", "PushStore", "QueueStore", "ReceiveOutcome", "ReceiveParams", "Rejection",
+    "Reservation", "ScheduleStore", "SecurityStore", "SlotClaim", "Store", "StoreRuntime",
+    "StoredSend", "TargetMessage", "VisibilityChange",
 ]
 
 
 class Store(StoreRuntime, QueueStore, ScheduleStore, EmailStore, ContactStore, CampaignStore,
-            NodeStore, SecurityStore, LimitStore, Protocol):
+            NodeStore, SecurityStore, LimitStore, PushStore, Protocol):
     """Everything a backend stores: the one contract `open_store` returns. Each part lives
     in `tidings.store.contract`, named after what it stores; `StoreRuntime` is how it
     runs."""

@@ -11,10 +11,19 @@ _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 @cache
 def queries(backend: str) -> dict[str, str]:
-    """Named blocks of `sql/<backend>/queries.sql`: `-- name: x` up to the next name."""
-    text = resources.files("tidings.store").joinpath("sql", backend, "queries.sql").read_text()
-    parts = _NAME.split(text)
-    return {parts[i]: parts[i + 1].strip().rstrip(";") for i in range(1, len(parts), 2)}
+    """Named blocks of `sql/<backend>/queries.sql` and of the other files beside it that
+    are not migrations (one per part of the store that has many, e.g. `push.sql`):
+    `-- name: x` up to the next name."""
+    folder = resources.files("tidings.store").joinpath("sql", backend)
+    found: dict[str, str] = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".sql") or re.match(r"^\d{4}_", entry.name):
+            continue
+        parts = _NAME.split(entry.read_text())
+        for i in range(1, len(parts), 2):
+            assert parts[i] not in found, f"query {parts[i]} is named twice"
+            found[parts[i]] = parts[i + 1].strip().rstrip(";")
+    return found
 
 
 def migrations(backend: str) -> list[tuple[int, str, str]]:

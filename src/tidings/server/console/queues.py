@@ -13,6 +13,7 @@ from starlette.routing import Route
 from tidings.errors import ValidationError
 from tidings.model.queues import MoveTask, QueueRecord
 from tidings.queues.service import MessageView, QueueInfo, QueueService
+from tidings.server.console.push import push_panel
 from tidings.server.console.session import Session
 from tidings.server.console.web import Console, action, page
 
@@ -74,8 +75,9 @@ def routes(console: Console) -> list[Route]:
     async def one(request: Request, session: Session) -> Response:
         name = request.path_params["name"]
         view = await ctx.bridge.run(queue_page, q, name, request.query_params.get("after"))
+        push = await ctx.bridge.run(push_panel, ctx.t, name)
         return console.render(request, session, "queue.html", q=view, now=ctx.t.clock.now_ms(),
-                              page_token=request.query_params.get("after"))
+                              page_token=request.query_params.get("after"), push=push)
 
     async def purge(request: Request, session: Session, form: dict[str, Any]) -> str:
         name = request.path_params["name"]

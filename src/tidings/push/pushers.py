@@ -1,0 +1,94 @@
+"""`Pushers`: the service every node runs for push subscriptions. It reads the
+subscriptions every `REFRESH_S` and keeps one `SubscriptionPusher` per active one (each
+its own task, so a slow endpoint holds back only its own queue), started, updated and
+stopped as they change. If a pusher dies of anything but the database being away, the
+service dies with it, and the node stops loudly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+
+from tidings.errors import QueueNotFound, StoreUnavailable
+from tidings.model.push import Subscription, SubscriptionState
+from tidings.push.outcomes import Outcomes
+from tidings.push.pusher import PushContext, Retries, SubscriptionPusher
+from tidings.push.sender import PushSender
+from tidings.push.service import PushService
+from tidings.runtime.backoff import Backoff
+from tidings.runtime.bridge import Bridge
+from tidings.runtime.health import Health
+from tidings.targets.guard import WebhookGuard
+
+log = logging.getLogger("tidings.push")
+
+REFRESH_S = 1.0
+
+
+class Pushers:
+    def __init__(self, push: PushService, bridge: Bridge, *, guard: WebhookGuard | None = None,
+                 grace_s: float = 10.0, retries: Retries | None = None,
+                 refresh_s: float = REFRESH_S, health: Health | None = None) -> None:
+        queues = push.queues
+        holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.ctx = PushContext(
+            store=push.store, ops=queues.ops, clock=push.clock, bridge=bridge,
+            notifier=queues.notifier, sender=PushSender(guard or push.guard),
+            outcomes=Outcomes(push.store, bridge, queues.notifier), holder=holder,
+            retries=retries or Retries(), health=health)
+        self.push = push
+        self.grace_s = grace_s
+        self.refresh_s = refresh_s
+        self.health = health
+        self.pushers: dict[int, tuple[SubscriptionPusher, asyncio.Task[None]]] = {}
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        backoff = Backoff(health=self.health, component="pushers")
+        try:
+            while not self._stopping.is_set():
+                try:
+                    await self.refresh()
+                    backoff.reset()
+                except StoreUnavailable as exc:
+                    await backoff.wait(log, "pushers", exc, self._stopping)
+                    continue
+                for _, task in list(self.pushers.values()):
+                    if task.done() and task.exception() is not None:
+                        raise RuntimeError("a pusher died") from task.exception()
+                try:
+                    await asyncio.wait_for(self._stopping.wait(), self.refresh_s)
+                except TimeoutError:
+                    pass
+        finally:
+            for pusher, _ in self.pushers.values():
+                pusher.stop()
+            await asyncio.gather(*(t for _, t in self.pushers.values()),
+                                 return_exceptions=True)
+            await self.ctx.sender.close()
+
+    async def refresh(self) -> None:
+        """Start, update and stop pushers to match the subscriptions as stored."""
+        subs: list[Subscription] = await self.ctx.bridge.run(self.ctx.store.list_subscriptions)
+        wanted = {s.id: s for s in subs if s.state is SubscriptionState.ACTIVE}
+        for sub_id in list(self.pushers):
+            if sub_id not in wanted:
+                pusher, _ = self.pushers.pop(sub_id)
+                pusher.stop()
+        for sub_id, sub in wanted.items():
+            try:
+                queue = await self.ctx.bridge.run(self.ctx.store.get_queue_by_id, sub.queue_id)
+            except QueueNotFound:
+                continue
+            if sub_id in self.pushers:
+                self.pushers[sub_id][0].update(queue, sub)
+                continue
+            pusher = SubscriptionPusher(queue, sub, self.ctx)
+            task = asyncio.create_task(pusher.run(self.grace_s), name=f"pusher {queue.name}")
+            self.pushers[sub_id] = (pusher, task)
+
+    def stop(self) -> None:
+        self._stopping.set()

@@ -1,0 +1,41 @@
+"""Three nodes on one PostgreSQL database push one subscription: together they never have
+more pushes under way than its concurrency, and every message is delivered once."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import ExitStack
+
+from push_receiver import Answer, Pushed, Receiver, running_pushers, wait_until
+from serving import running_server
+
+from conftest import pg_url
+from tidings.client import Tidings
+from tidings.settings import Settings
+
+
+def test_three_nodes_share_the_concurrency(pg_schema: str) -> None:
+    async def slow(_p: Pushed, _n: int) -> Answer:
+        await asyncio.sleep(0.05)
+        return 200, {}, b""
+
+    receiver = Receiver(slow)
+    url = pg_url(pg_schema)
+    with ExitStack() as stack:
+        nodes = [stack.enter_context(Tidings(settings=Settings(db=url))) for _ in range(3)]
+        first = nodes[0]
+        first.queues.create_queue("jobs")
+        hook = stack.enter_context(running_server(receiver))
+        first.queues.subscribe("jobs", hook, concurrency=4)
+        sent = {first.queues.send("jobs", {"i": i}).message_id for i in range(120)}
+        for t in nodes:
+            stack.enter_context(running_pushers(t))
+
+        def drained() -> bool:
+            c = first.queues.describe("jobs").counts
+            return c.visible + c.in_flight + c.delayed == 0
+
+        wait_until(drained, 120, "every message pushed")
+    assert sorted(receiver.ids()) == sorted(sent)  # each once
+    assert receiver.max_in_flight <= 4
+    assert receiver.max_in_flight >= 2  # they did run side by side
