@@ -15,6 +15,7 @@ from tidings.client import Tidings
 from tidings.clock import FrozenClock, from_ms
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
 from tidings.notify.base import SCHEDULES_CHANNEL, SCHEDULES_POLL_S, WAKE_HORIZON_MS
+from tidings.notify.postgres import listen_channel
 
 
 def test_a_wake_up_follows_a_commit_and_never_a_rollback(t: Tidings) -> None:
@@ -25,7 +26,7 @@ def test_a_wake_up_follows_a_commit_and_never_a_rollback(t: Tidings) -> None:
     driver = t.store.driver
     tag = uuid.uuid4().hex  # other tests' nodes notify on the same server
     with psycopg.connect(url, autocommit=True) as listener:
-        listener.execute("LISTEN tidings")
+        listen_channel(listener)
         with pytest.raises(RuntimeError), driver.tx() as conn:
             driver.notify(conn, f"{tag}-rolled-back")
             raise RuntimeError("the transaction fails")
@@ -43,6 +44,24 @@ def test_a_wake_up_follows_a_commit_and_never_a_rollback(t: Tidings) -> None:
             driver.notify(conn, f"{tag}-c")
         got = [n.payload for n in listener.notifies(timeout=1) if tag in n.payload]
         assert got == [f"{tag}-c"]
+
+
+def test_a_wake_up_reaches_the_nodes_of_its_own_schema_only(t: Tidings) -> None:
+    """Two tidings databases in one PostgreSQL database (a schema each) do not wake each
+    other's nodes: each schema has its own channel."""
+    url = t.settings.db
+    if not url.startswith("postgres"):
+        pytest.skip("schemas and LISTEN/NOTIFY are PostgreSQL's")
+    from tests.conftest import module_pg_schema, pg_url
+    tag = uuid.uuid4().hex
+    with module_pg_schema() as other, \
+            psycopg.connect(url, autocommit=True) as mine, \
+            psycopg.connect(pg_url(other), autocommit=True) as theirs:
+        assert listen_channel(mine) != listen_channel(theirs)
+        with t.store.driver.tx() as conn:
+            t.store.driver.notify(conn, tag)
+        assert [n.payload for n in mine.notifies(timeout=1) if n.payload == tag] == [tag]
+        assert [n.payload for n in theirs.notifies(timeout=0.3) if n.payload == tag] == []
 
 
 def test_only_a_schedule_due_soon_wakes_the_dispatchers(t: Tidings, clock: FrozenClock,

@@ -1,10 +1,15 @@
 """PostgreSQL notifier: LISTEN on one connection, wake this node's local waiters.
 
-The PostgreSQL store issues `pg_notify('tidings', channel)` inside the transactions that
-make messages receivable or schedules due, so a send on one node wakes a long poll or a
-dispatcher on every node. The listener starts with the first wait (a CLI command that
-never waits opens no extra connection) and reconnects with backoff if the server goes
-away; meanwhile waiters fall back to their timeouts.
+The PostgreSQL store issues `pg_notify(<the schema's channel>, channel)` inside the
+transactions that make messages receivable or schedules due, so a send on one node wakes a
+long poll or a dispatcher on every node. The PostgreSQL channel is named after the schema
+tidings' tables are in (`CHANNEL_OF_SCHEMA`): several tidings databases in one PostgreSQL
+database (a schema each: deployments, tenants, test runs) do not wake each other's nodes,
+which cost every node CPU for every other's sends.
+
+The listener starts with the first wait (a CLI command that never waits opens no extra
+connection) and reconnects with backoff if the server goes away; meanwhile waiters fall
+back to their timeouts.
 
 Idle, the listener's thread sleeps in `select` on the connection's socket and a pipe that
 `close` writes to: no timer wakes it. A server that goes away closes the socket (the
@@ -19,8 +24,10 @@ import logging
 import os
 import select
 import threading
+from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from tidings.notify.local import ListeningNotifier
 
@@ -31,6 +38,21 @@ log = logging.getLogger("tidings.notify")
 KEEPALIVE_IDLE_S = 60
 KEEPALIVE_INTERVAL_S = 10
 KEEPALIVE_COUNT = 3
+
+
+#: The NOTIFY channel of the schema a connection's tables are in, as SQL: the store's
+#: `pg_notify` calls (store/sql/postgres/queries.sql) spell the same expression. Hashed, as
+#: a channel is an identifier of at most 63 bytes and a schema name may take them all.
+CHANNEL_OF_SCHEMA = "'tidings_' || substr(md5(current_schema()), 1, 16)"
+
+
+def listen_channel(conn: psycopg.Connection[Any]) -> str:
+    """LISTEN on the channel of `conn`'s schema, and say which it is."""
+    row = conn.execute(f"SELECT {CHANNEL_OF_SCHEMA}").fetchone()
+    assert row is not None
+    channel = str(row[0])
+    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+    return channel
 
 
 class PostgresNotifier(ListeningNotifier):
@@ -64,7 +86,7 @@ class PostgresNotifier(ListeningNotifier):
                                      keepalives_interval=KEEPALIVE_INTERVAL_S,
                                      keepalives_count=KEEPALIVE_COUNT) as conn:
                     self._conn = conn
-                    conn.execute("LISTEN tidings")
+                    listen_channel(conn)
                     backoff = 0.1
                     poll = select.poll()
                     poll.register(conn.pgconn.socket, select.POLLIN)

@@ -4,8 +4,8 @@ psycopg 3 with a connection pool (psycopg_pool): the maintained driver, with COP
 server-side binding and a pool that reconnects by itself after a server restart. Receives
 and claims use `FOR UPDATE SKIP LOCKED` (in the SQL), so nodes take disjoint rows instead
 of queueing on each other's locks; every write that makes something receivable or due
-also issues `pg_notify('tidings', channel)`, which the `PostgresNotifier` of every node
-turns into a local wake-up (a lost notification only costs the fallback poll).
+also issues `pg_notify(<the schema's channel>, channel)`, which the `PostgresNotifier` of
+every node turns into a local wake-up (a lost notification only costs the fallback poll).
 
 A server that cannot be reached raises `StoreUnavailable`; the engine's loops log it,
 back off and retry, so a PostgreSQL restart pauses a node rather than killing it.

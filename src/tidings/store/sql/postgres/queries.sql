@@ -42,8 +42,9 @@ SELECT pg_advisory_xact_lock(%s);
 SELECT pg_try_advisory_xact_lock(%s, hashtext(current_schema()));
 
 -- name: notify
--- Delivered at commit to every node's PostgresNotifier (LISTEN tidings).
-SELECT pg_notify('tidings', %s);
+-- Delivered at commit to every node's PostgresNotifier, on the channel of this schema
+-- (notify/postgres.py: CHANNEL_OF_SCHEMA, the same expression).
+SELECT pg_notify('tidings_' || substr(md5(current_schema()), 1, 16), %s);
 
 -- name: current_schema
 -- Where tidings' tables are, and whose database: what an application's own connection
@@ -188,7 +189,7 @@ WITH sent AS (
     SELECT %b, %b, COUNT(*) FROM sent
     ON CONFLICT (queue_id, shard) DO UPDATE SET n = queue_counts.n + excluded.n
 )
-SELECT pg_notify('tidings', %b);
+SELECT pg_notify('tidings_' || substr(md5(current_schema()), 1, 16), %b);
 
 -- name: receive_simple
 -- A standard queue without a redrive policy: one statement. SKIP LOCKED: concurrent
