@@ -42,8 +42,9 @@ unsubscribe_router = APIRouter(tags=["email"])
 
 
 #: A template has an HTML part, a text part or both (SES's rule), stated in the document too.
-_A_PART: JsonDict = {"anyOf": [{"required": ["html"], "properties": {"html": {"type": "string"}}},
-                     {"required": ["text"], "properties": {"text": {"type": "string"}}}]}
+_A_PART: JsonDict = {"anyOf": [
+    {"required": [part], "properties": {part: {"type": "string", "minLength": 1}}}
+    for part in ("html", "text")]}
 
 
 class TemplateFieldsIn(In):
@@ -55,7 +56,7 @@ class TemplateFieldsIn(In):
 
     @model_validator(mode="after")
     def _has_a_part(self) -> TemplateFieldsIn:
-        if self.html is None and self.text is None:
+        if not self.html and not self.text:
             raise ValueError("give html, text or both")
         return self
 

@@ -7,7 +7,7 @@ the same values again for every other face.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, JsonValue
 
@@ -48,8 +48,9 @@ class RedrivePolicyModel(In):
 
 
 class RedriveAllowPolicyModel(In):
-    permission: str = Field(description="allowAll, denyAll or byQueue.")
-    source_queues: list[str] = Field(
+    permission: Literal["allowAll", "denyAll", "byQueue"] = Field(
+        description="allowAll, denyAll or byQueue.")
+    source_queues: list[QueueName] = Field(max_length=10,
         default_factory=list, description="With byQueue: the 1-10 queues allowed as sources.")
 
 
@@ -165,6 +166,8 @@ class SendIn(In):
         "honoured) from which the message can be received; instead of delay_seconds.")
     attributes: dict[AttributeName, MessageAttributeModel] = Field(
         default_factory=dict, max_length=digests.MAX_ATTRIBUTES,
+        # pydantic states the name's pattern as patternProperties: only names matching it
+        json_schema_extra={"additionalProperties": False},
         description="Up to 10 message attributes.")
     group_id: str | None = Field(default=None, description="Required on FIFO queues.")
     deduplication_id: str | None = Field(
@@ -286,13 +289,8 @@ class VisibilityIn(In):
         description="Seconds from now (0-43200); 0 releases it.")
 
 
-class VisibilityEntryIn(In):
-    """Checked per entry, as SQS does: a timeout out of range fails its entry only."""
-
+class VisibilityEntryIn(VisibilityIn):
     id: BatchId
-    receipt_handle: str
-    visibility_timeout: JsonInt = Field(description="Seconds from now (0-43200); 0 releases "
-                                        "it; out of range fails the entry.")
 
 
 class VisibilityBatchIn(In):

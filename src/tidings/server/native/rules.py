@@ -53,8 +53,11 @@ def _json_integer(value: Any) -> Any:
     return value
 
 
-#: An integer in a JSON body.
-JsonInt = Annotated[int, Strict(False), BeforeValidator(_json_integer)]
+#: An integer in a JSON body. A range goes before these two (`Annotated[int, Field(ge=…),
+#: _LAX, _JSON]`): after the validator, pydantic would write it with keywords JSON Schema
+#: lacks (`ge`, not `minimum`).
+_LAX, _JSON = Strict(False), BeforeValidator(_json_integer)
+JsonInt = Annotated[int, _LAX, _JSON]
 
 
 def _text(value: Any) -> Any:
@@ -82,26 +85,26 @@ TagKey = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 TagValue = Annotated[str, StringConstraints(max_length=256)]
 Tags = Annotated[dict[TagKey, TagValue], Field(max_length=q.MAX_TAGS)]
 
-VisibilityTimeout = Annotated[JsonInt, Field(ge=0, le=q.MAX_VISIBILITY_S)]
-QueueDelay = Annotated[JsonInt, Field(ge=0, le=q.MAX_SQS_DELAY_S)]
-Retention = Annotated[JsonInt, Field(ge=q.MIN_RETENTION_S, le=q.MAX_RETENTION_S)]
-MessageBytes = Annotated[JsonInt, Field(ge=q.MIN_MESSAGE_BYTES, le=q.MAX_MESSAGE_BYTES)]
-ReceiveWait = Annotated[JsonInt, Field(ge=0, le=q.MAX_WAIT_S)]
-MaxReceiveCount = Annotated[JsonInt, Field(ge=1, le=q.MAX_RECEIVE_COUNT)]
+VisibilityTimeout = Annotated[int, Field(ge=0, le=q.MAX_VISIBILITY_S), _LAX, _JSON]
+QueueDelay = Annotated[int, Field(ge=0, le=q.MAX_SQS_DELAY_S), _LAX, _JSON]
+Retention = Annotated[int, Field(ge=q.MIN_RETENTION_S, le=q.MAX_RETENTION_S), _LAX, _JSON]
+MessageBytes = Annotated[int, Field(ge=q.MIN_MESSAGE_BYTES, le=q.MAX_MESSAGE_BYTES), _LAX, _JSON]
+ReceiveWait = Annotated[int, Field(ge=0, le=q.MAX_WAIT_S), _LAX, _JSON]
+MaxReceiveCount = Annotated[int, Field(ge=1, le=q.MAX_RECEIVE_COUNT), _LAX, _JSON]
 
 #: Page sizes, as the engine checks them.
 PageOf1000 = Annotated[int, Field(ge=1, le=1000)]
 #: Receives: messages per receive (SQS: 1-10).
 ReceiveMax = Annotated[int, Field(ge=1, le=BATCH_MAX)]
 #: A message move task's rate, messages a second (SQS: 1-500).
-MovesPerSecond = Annotated[JsonInt, Field(ge=1, le=500)]
+MovesPerSecond = Annotated[int, Field(ge=1, le=500), _LAX, _JSON]
 #: Message move tasks listed at once (SQS: 1-10).
 MoveTaskPage = Annotated[int, Field(ge=1, le=10)]
 
 #: The same ranges in a query string, where every value arrives as text.
 WaitQuery = Annotated[int, Field(ge=0, le=q.MAX_WAIT_S)]
 VisibilityQuery = Annotated[int, Field(ge=0, le=q.MAX_VISIBILITY_S)]
-MessageDelay = Annotated[JsonInt, Field(ge=0, le=q.MAX_RETENTION_S)]
+MessageDelay = Annotated[int, Field(ge=0, le=q.MAX_RETENTION_S), _LAX, _JSON]
 
 #: Characters SQS allows in bodies and attribute values (XML 1.0's), as a regex class.
 XML_CHARS = r"[\t\n\r\x20-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]"
