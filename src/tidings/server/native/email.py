@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.config import JsonDict
 
 from tidings.clock import to_ms
@@ -50,7 +50,8 @@ _A_PART: JsonDict = {"anyOf": [
 class TemplateFieldsIn(In):
     model_config = ConfigDict(json_schema_extra=_A_PART)
 
-    subject: str
+    subject: Annotated[str, StringConstraints(pattern=r"^[^\x00]*$")] = Field(
+        description="No NUL character (SES refuses it).")
     html: str | None = None
     text: str | None = None
 
@@ -76,7 +77,8 @@ class SuppressIn(In):
 
 # templates ---------------------------------------------------------------------------------
 
-@router.post("/templates", status_code=status.HTTP_201_CREATED)
+@router.post("/templates", status_code=status.HTTP_201_CREATED, responses={
+    409: {"description": "A template of this name exists (ConflictException)."}})
 async def create_template(body: TemplateIn, ctx: Ctx) -> dict[str, Any]:
     """Store a template (SES CreateEmailTemplate); 409 when the name is taken."""
     row = await ctx.bridge.run(ctx.t.email.create_template, body.name, body.subject,
