@@ -91,7 +91,8 @@ def _schemathesis(url: str, report: Path) -> subprocess.CompletedProcess[str]:
          "--seed", "1", "--max-examples", str(EXAMPLES), "--workers", "1",
          "--generation-database", "none", "--no-color", "--request-timeout", "30",
          "--report", "ndjson", "--report-ndjson-path", str(report)],
-        env=env, capture_output=True, text=True, timeout=TIMEOUT_S - 20)
+        env=env, capture_output=True, text=True, timeout=TIMEOUT_S - 20,
+        cwd=report.parent)  # its .schemathesis cache stays out of the checkout
 
 
 @LONG
