@@ -219,14 +219,16 @@ def test_validation_errors_name_the_field_and_rule(api: httpx.Client) -> None:
     r = api.post("/v1/queues", json={"name": "v", "attributes": {"visibility_timeout_s": 50000}})
     assert r.status_code == 400
     err = r.json()["error"]
-    assert err["code"] == "InvalidParameterValue" and err["field"] == "VisibilityTimeout"
-    assert "0 to 43200" in err["message"]
+    # the field as the client named it, and the rule the document states for it
+    assert err["code"] == "InvalidParameterValue"
+    assert err["field"] == "attributes.visibility_timeout_s"
+    assert "less than or equal to 43200" in err["message"]
 
     make_queue(api, "v")
     r = api.get("/v1/queues/v/messages", params={"visibility_timeout": 50000})
-    assert r.status_code == 400 and r.json()["error"]["field"] == "VisibilityTimeout"
+    assert r.status_code == 400 and r.json()["error"]["field"] == "visibility_timeout"
     r = api.get("/v1/queues/v/messages", params={"max": 11})
-    assert r.status_code == 400 and "1 to 10" in r.json()["error"]["message"]
+    assert r.status_code == 400 and "less than or equal to 10" in r.json()["error"]["message"]
     # shape errors, caught before the engine, have the same body and status
     r = api.get("/v1/queues/v/messages", params={"max": "many"})
     assert r.status_code == 400 and r.json()["error"]["field"] == "max"

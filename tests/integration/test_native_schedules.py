@@ -111,7 +111,7 @@ def test_list_pages_and_filters(api: httpx.Client) -> None:
     disabled = api.get("/v1/schedules", params={"state": "DISABLED"}).json()
     assert [s["name"] for s in disabled["schedules"]] == ["a-2"]
     assert api.get("/v1/schedules", params={"group": "nope"}).json()["schedules"] == []
-    assert error(api.get("/v1/schedules", params={"state": "PAUSED"}), 400)["field"] == "State"
+    assert error(api.get("/v1/schedules", params={"state": "PAUSED"}), 400)["field"] == "state"
     assert error(api.get("/v1/schedules", params={"next_token": "garbage"}),
                  400)["field"] == "NextToken"
 
@@ -194,7 +194,7 @@ def test_groups(api: httpx.Client) -> None:
     assert error(api.get("/v1/schedule-groups/team-a"), 404)["code"] == "GroupNotFound"
     assert error(api.post("/v1/schedules", json=body("x", group="team-a")), 404)["code"] \
         == "GroupNotFound"
-    assert error(api.delete("/v1/schedule-groups/default"), 400)["field"] == "Name"
+    assert error(api.delete("/v1/schedule-groups/default"), 400)["field"] == "name"
 
 
 def test_validation_errors_name_the_field(api: httpx.Client) -> None:

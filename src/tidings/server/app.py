@@ -42,6 +42,7 @@ from tidings.server.native import (
 from tidings.server.native import limits as limit_api
 from tidings.server.native.auth import AuditTrail, authorise_native
 from tidings.server.native.deps import Context
+from tidings.server.native.methods import MethodGate
 from tidings.server.native.models import HealthOut, ReadinessOut
 from tidings.server.readiness import may_see_details, readiness
 from tidings.version import VERSION
@@ -165,6 +166,10 @@ def create_app(t: Tidings, *, bridge: Bridge | None = None, coalescer: Coalescer
     # and the Scheduler and SES v2 APIs' paths, which therefore come just before it.
     app.router.routes.extend(scheduler_routes(t, the_bridge))
     app.router.routes.extend(ses_routes(t, the_bridge))
+
+    # First of all routes: a method the document does not declare on one of its paths is a
+    # 405 with the path's real `Allow`, before the SQS query protocol's catch-all sees it.
+    app.router.routes.insert(0, MethodGate(app.openapi))
 
     async def record(actor: str, face: str, action: str, resource: str) -> None:
         await the_bridge.run(t.audit.record, actor, face, action, resource)

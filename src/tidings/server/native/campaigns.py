@@ -13,7 +13,7 @@ import asyncio
 import io
 import queue
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 
@@ -24,6 +24,7 @@ from tidings.campaigns.service import CampaignService, CampaignView
 from tidings.errors import NotFoundError, ValidationError
 from tidings.server.native.campaign_views import campaign_json, recipient_json
 from tidings.server.native.deps import Ctx, Responses
+from tidings.server.native.rules import BucketMinutes, ForecastHours, PageOf1000
 
 router = APIRouter(prefix="/v1", tags=["campaigns"])
 
@@ -75,7 +76,7 @@ async def _feed(request: Request, reader: _BodyReader) -> None:
 
 
 @router.get("/campaigns", summary="List campaigns")
-async def list_campaigns(ctx: Ctx, limit: int = 100, after: str | None = None,
+async def list_campaigns(ctx: Ctx, limit: PageOf1000 = 100, after: str | None = None,
                          ) -> dict[str, Any]:
     records = await ctx.bridge.run(lambda: ctx.t.campaigns.list(after=after, limit=limit))
     return {"campaigns": [campaign_json(r) for r in records]}
@@ -131,7 +132,7 @@ async def fanout(
     tz_column: str = "timezone", id_column: str = "id", email_column: str = "email",
     quiet_hours: str | None = None, flexible_window: int | None = None,
     max_error_percent: float | None = None, max_errors: int | None = None,
-    format: str | None = None,  # noqa: A002 - the CLI's name
+    format: Literal["csv", "jsonl"] | None = None,  # noqa: A002 - the CLI's name
     contact_list: str | None = None, topic: str | None = None,
 ) -> dict[str, Any]:
     """The body is CSV (with a header) or JSON Lines (`format`, else from Content-Type).
@@ -167,7 +168,8 @@ async def fanout(
 
 
 @router.get("/forecast", summary="Planned firings per minute over a horizon")
-async def forecast(ctx: Ctx, hours: int = 48, bucket_minutes: int = 1) -> dict[str, Any]:
+async def forecast(ctx: Ctx, hours: ForecastHours = 48,
+                   bucket_minutes: BucketMinutes = 1) -> dict[str, Any]:
     fc = await ctx.bridge.run(lambda: ctx.t.campaigns.forecast(
         hours, bucket_minutes=bucket_minutes))
     return fc.to_json()

@@ -14,35 +14,56 @@ since link scanners and prefetchers follow every GET in a message.
 from __future__ import annotations
 
 import html
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic.config import JsonDict
 
 from tidings.clock import to_ms
 from tidings.email.templates import RenderingError
 from tidings.errors import NotFoundError, ValidationError
+from tidings.model.email import SuppressionReason
 from tidings.server.errors import native_error_body
 from tidings.server.native.deps import Ctx
 from tidings.server.native.email_views import delivery_json, suppression_json, template_json
+from tidings.server.native.rules import (
+    DeliveryStateName,
+    EmailAddress,
+    In,
+    Instant,
+    SuppressionReasonName,
+    TemplateName,
+)
 
 router = APIRouter(prefix="/v1/email", tags=["email"])
 unsubscribe_router = APIRouter(tags=["email"])
 
 
-class TemplateIn(BaseModel):
-    name: str
-    subject: str
+#: A template has an HTML part, a text part or both (SES's rule), stated in the document too.
+_A_PART: JsonDict = {"anyOf": [
+    {"required": [part], "properties": {part: {"type": "string", "minLength": 1}}}
+    for part in ("html", "text")]}
+
+
+class TemplateFieldsIn(In):
+    model_config = ConfigDict(json_schema_extra=_A_PART)
+
+    subject: Annotated[str, StringConstraints(pattern=r"^[^\x00]*$")] = Field(
+        description="No NUL character (SES refuses it).")
     html: str | None = None
     text: str | None = None
 
+    @model_validator(mode="after")
+    def _has_a_part(self) -> TemplateFieldsIn:
+        if not self.html and not self.text:
+            raise ValueError("give html, text or both")
+        return self
 
-class TemplateFieldsIn(BaseModel):
-    subject: str
-    html: str | None = None
-    text: str | None = None
+
+class TemplateIn(TemplateFieldsIn):
+    name: TemplateName
 
 
 class RenderIn(BaseModel):
@@ -50,13 +71,14 @@ class RenderIn(BaseModel):
                                        description="An object, or its JSON text (TemplateData).")
 
 
-class SuppressIn(BaseModel):
-    reason: str = "MANUAL"
+class SuppressIn(In):
+    reason: SuppressionReasonName = SuppressionReason.MANUAL
 
 
 # templates ---------------------------------------------------------------------------------
 
-@router.post("/templates", status_code=status.HTTP_201_CREATED)
+@router.post("/templates", status_code=status.HTTP_201_CREATED, responses={
+    409: {"description": "A template of this name exists (ConflictException)."}})
 async def create_template(body: TemplateIn, ctx: Ctx) -> dict[str, Any]:
     """Store a template (SES CreateEmailTemplate); 409 when the name is taken."""
     row = await ctx.bridge.run(ctx.t.email.create_template, body.name, body.subject,
@@ -73,12 +95,12 @@ async def list_templates(ctx: Ctx, limit: Annotated[int, Query(ge=1, le=1000)] =
 
 
 @router.get("/templates/{name}")
-async def get_template(name: str, ctx: Ctx) -> dict[str, Any]:
+async def get_template(name: TemplateName, ctx: Ctx) -> dict[str, Any]:
     return template_json(await ctx.bridge.run(ctx.t.email.get_template, name))
 
 
 @router.put("/templates/{name}")
-async def update_template(name: str, body: TemplateFieldsIn, ctx: Ctx) -> dict[str, Any]:
+async def update_template(name: TemplateName, body: TemplateFieldsIn, ctx: Ctx) -> dict[str, Any]:
     """Replace every part of the template (SES UpdateEmailTemplate)."""
     row = await ctx.bridge.run(ctx.t.email.update_template, name, body.subject, body.html,
                                body.text)
@@ -86,13 +108,14 @@ async def update_template(name: str, body: TemplateFieldsIn, ctx: Ctx) -> dict[s
 
 
 @router.delete("/templates/{name}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_template(name: str, ctx: Ctx) -> Response:
+async def delete_template(name: TemplateName, ctx: Ctx) -> Response:
     await ctx.bridge.run(ctx.t.email.delete_template, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/templates/{name}/render", response_model=None)
-async def render_template(name: str, body: RenderIn, ctx: Ctx) -> dict[str, Any] | JSONResponse:
+async def render_template(name: TemplateName, body: RenderIn,
+                          ctx: Ctx) -> dict[str, Any] | JSONResponse:
     """Preview (SES TestRenderEmailTemplate). Missing data answers 400 RenderingFailure."""
     try:
         out = await ctx.bridge.run(ctx.t.email.render, name, body.data)
@@ -114,13 +137,14 @@ async def send(request: Request, ctx: Ctx) -> dict[str, Any]:
     return {"id": delivery.id, "message_id": delivery.message_id, "state": delivery.state.value}
 
 
-class ResendIn(BaseModel):
+class ResendIn(In):
     message_id: str | None = None
     recipient: str | None = None
     campaign: str | None = None
-    state: str | None = Field(None, description="FAILED or RENDERING_FAILURE (default both)")
-    since: datetime | None = Field(None, description="Accepted at or after (RFC 3339)")
-    until: datetime | None = Field(None, description="Accepted before (RFC 3339)")
+    state: Literal["FAILED", "RENDERING_FAILURE"] | None = Field(
+        None, description="FAILED or RENDERING_FAILURE (default both)")
+    since: Instant | None = Field(None, description="Accepted at or after (RFC 3339)")
+    until: Instant | None = Field(None, description="Accepted before (RFC 3339)")
 
 
 @router.post("/resend")
@@ -144,7 +168,8 @@ async def email_status(ctx: Ctx) -> dict[str, Any]:
 
 
 @router.get("/deliveries")
-async def list_deliveries(ctx: Ctx, recipient: str | None = None, state: str | None = None,
+async def list_deliveries(ctx: Ctx, recipient: str | None = None,
+                          state: DeliveryStateName | None = None,
                           limit: Annotated[int, Query(ge=1, le=1000)] = 50,
                           next_token: str | None = None) -> dict[str, Any]:
     rows, token = await ctx.bridge.run(ctx.t.email.log, recipient=recipient, state=state,
@@ -160,7 +185,7 @@ async def get_delivery(delivery_id: str, ctx: Ctx) -> dict[str, Any]:
 # suppression list --------------------------------------------------------------------------------
 
 @router.get("/suppressions")
-async def list_suppressions(ctx: Ctx, reason: str | None = None,
+async def list_suppressions(ctx: Ctx, reason: SuppressionReasonName | None = None,
                             limit: Annotated[int, Query(ge=1, le=1000)] = 100,
                             next_token: str | None = None) -> dict[str, Any]:
     rows, token = await ctx.bridge.run(ctx.t.email.list_suppressions, reason=reason,
@@ -169,7 +194,7 @@ async def list_suppressions(ctx: Ctx, reason: str | None = None,
 
 
 @router.get("/suppressions/{address}")
-async def get_suppression(address: str, ctx: Ctx) -> dict[str, Any]:
+async def get_suppression(address: EmailAddress, ctx: Ctx) -> dict[str, Any]:
     entry = await ctx.bridge.run(ctx.t.email.suppression, address)
     if entry is None:
         raise NotFoundError(address, f"{address} is not on the suppression list.")
@@ -177,14 +202,14 @@ async def get_suppression(address: str, ctx: Ctx) -> dict[str, Any]:
 
 
 @router.put("/suppressions/{address}")
-async def put_suppression(address: str, body: SuppressIn, ctx: Ctx) -> dict[str, Any]:
+async def put_suppression(address: EmailAddress, body: SuppressIn, ctx: Ctx) -> dict[str, Any]:
     """Suppress an address; an address already listed keeps its first reason."""
     await ctx.bridge.run(ctx.t.email.suppress, address, body.reason)
     return await get_suppression(address, ctx)
 
 
 @router.delete("/suppressions/{address}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_suppression(address: str, ctx: Ctx) -> Response:
+async def delete_suppression(address: EmailAddress, ctx: Ctx) -> Response:
     if not await ctx.bridge.run(ctx.t.email.unsuppress, address):
         raise NotFoundError(address, f"{address} is not on the suppression list.")
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -201,13 +226,20 @@ button{{font-size:1rem;padding:.6rem 1.2rem}}</style></head>
 <body><h1>{title}</h1>{body}</body></html>"""
 
 
+#: A token is signed by this deployment for one address; any other is "not valid" (a page).
+_LINK_NOT_VALID: dict[int | str, dict[str, Any]] = {
+    400: {"description": "The link is not one this deployment made (an HTML page).",
+          "content": {"text/html": {"schema": {"type": "string"}}}}}
+
+
 def _page(title: str, body: str, status_code: int = 200) -> HTMLResponse:
     return HTMLResponse(_PAGE.format(title=html.escape(title), body=body),
                         status_code=status_code,
                         headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
 
 
-@unsubscribe_router.get("/unsubscribe/{token}", response_class=HTMLResponse)
+@unsubscribe_router.get("/unsubscribe/{token}", response_class=HTMLResponse,
+                        responses=_LINK_NOT_VALID)
 async def unsubscribe_page(token: str, ctx: Ctx) -> HTMLResponse:
     """A confirmation page: its button POSTs back here. Viewing it changes nothing."""
     try:
@@ -223,7 +255,8 @@ async def unsubscribe_page(token: str, ctx: Ctx) -> HTMLResponse:
     return _page("Unsubscribe", body)
 
 
-@unsubscribe_router.post("/unsubscribe/{token}", response_class=HTMLResponse)
+@unsubscribe_router.post("/unsubscribe/{token}", response_class=HTMLResponse,
+                        responses=_LINK_NOT_VALID)
 async def unsubscribe(token: str, ctx: Ctx) -> HTMLResponse:
     """RFC 8058 one-click (body `List-Unsubscribe=One-Click`) or the page's button: opts
     the contact out of the topic (or the list) the mail named; mail that named no contact

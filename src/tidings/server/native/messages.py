@@ -19,12 +19,20 @@ from tidings.server.native.models import (
     DeleteBatchIn,
     PeekOut,
     ReceiveOut,
+    SendBatchEntryIn,
     SendBatchIn,
     SendBatchOut,
     SendIn,
     SendOut,
     VisibilityBatchIn,
     VisibilityIn,
+)
+from tidings.server.native.rules import (
+    PageOf1000,
+    QueueName,
+    ReceiveMax,
+    VisibilityQuery,
+    WaitQuery,
 )
 from tidings.server.native.views import (
     failure_json,
@@ -49,7 +57,7 @@ def _body_text(body: JsonValue) -> str:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
-def _outgoing(msg: SendIn, entry_id: str | None = None) -> OutgoingMessage:
+def _outgoing(msg: SendIn | SendBatchEntryIn, entry_id: str | None = None) -> OutgoingMessage:
     return OutgoingMessage(_body_text(msg.body), msg.delay_seconds,
                            parse_attributes({k: v.model_dump() for k, v in msg.attributes.items()}),
                            msg.group_id, msg.deduplication_id, entry_id,
@@ -59,7 +67,7 @@ def _outgoing(msg: SendIn, entry_id: str | None = None) -> OutgoingMessage:
 
 @router.post("/messages", status_code=status.HTTP_201_CREATED, response_model=SendOut,
              responses=errors(400, 404))
-async def send_message(name: str, body: SendIn, ctx: Ctx) -> dict[str, Any]:
+async def send_message(name: QueueName, body: SendIn, ctx: Ctx) -> dict[str, Any]:
     """Send one message."""
     msg = _outgoing(body)
     result = await ctx.coalescer.send(name, msg,
@@ -69,7 +77,7 @@ async def send_message(name: str, body: SendIn, ctx: Ctx) -> dict[str, Any]:
 
 @router.post("/messages:batch", response_model=SendBatchOut,
              responses=errors(400, 404))
-async def send_batch(name: str, body: SendBatchIn, ctx: Ctx) -> dict[str, Any]:
+async def send_batch(name: QueueName, body: SendBatchIn, ctx: Ctx) -> dict[str, Any]:
     """Send 1-10 messages; each entry succeeds or fails on its own (see `failed`). A
     malformed batch as a whole (no entries, repeated ids) is a 400."""
     validate_batch_ids([e.id for e in body.entries])  # the batch as a whole, before entries
@@ -92,8 +100,8 @@ async def send_batch(name: str, body: SendBatchIn, ctx: Ctx) -> dict[str, Any]:
 
 @router.get("/peek", response_model=PeekOut, responses=errors(400, 404))
 async def peek_messages(
-    name: str, ctx: Ctx,
-    limit: Annotated[int, Query(description="Up to this many (1-1000).")] = 10,
+    name: QueueName, ctx: Ctx,
+    limit: Annotated[PageOf1000, Query(description="Up to this many (1-1000).")] = 10,
     next_token: NextToken = None,
 ) -> dict[str, Any]:
     """Read messages in the order a receive would take them, without receiving them: no
@@ -105,12 +113,13 @@ async def peek_messages(
 
 @router.get("/messages", response_model=ReceiveOut, responses=errors(400, 404))
 async def receive_messages(
-    name: str, ctx: Ctx,
-    max_messages: Annotated[int, Query(alias="max", description="Up to this many (1-10).")] = 1,
-    wait: Annotated[int | None, Query(
+    name: QueueName, ctx: Ctx,
+    max_messages: Annotated[ReceiveMax, Query(alias="max",
+                                              description="Up to this many (1-10).")] = 1,
+    wait: Annotated[WaitQuery | None, Query(
         description="Long poll: seconds to wait for a message (0-20). Default: the queue's "
         "receive_wait_s.")] = None,
-    visibility_timeout: Annotated[int | None, Query(
+    visibility_timeout: Annotated[VisibilityQuery | None, Query(
         description="Seconds the messages stay invisible (0-43200). Default: the queue's.")]
     = None,
 ) -> dict[str, Any]:
@@ -122,7 +131,7 @@ async def receive_messages(
 
 @router.delete("/messages/{receipt_handle}", status_code=status.HTTP_204_NO_CONTENT,
                responses=errors(400, 404))
-async def delete_message(name: str, receipt_handle: str, ctx: Ctx) -> Response:
+async def delete_message(name: QueueName, receipt_handle: str, ctx: Ctx) -> Response:
     """Delete a received message. A handle from an earlier receive succeeds without deleting
     (the message now belongs to its latest receiver), as in SQS."""
     await ctx.coalescer.delete(name, receipt_handle)
@@ -130,7 +139,7 @@ async def delete_message(name: str, receipt_handle: str, ctx: Ctx) -> Response:
 
 
 @router.post("/messages:delete", response_model=BatchOut, responses=errors(400, 404))
-async def delete_batch(name: str, body: DeleteBatchIn, ctx: Ctx) -> dict[str, Any]:
+async def delete_batch(name: QueueName, body: DeleteBatchIn, ctx: Ctx) -> dict[str, Any]:
     """Delete 1-10 received messages; each entry succeeds or fails on its own."""
     ok, failures = await ctx.bridge.run(ctx.t.queues.delete_batch, name,
                                         [(e.id, e.receipt_handle) for e in body.entries])
@@ -139,7 +148,7 @@ async def delete_batch(name: str, body: DeleteBatchIn, ctx: Ctx) -> dict[str, An
 
 @router.post("/messages:visibility", status_code=status.HTTP_204_NO_CONTENT,
              responses=errors(400, 404))
-async def change_visibility(name: str, body: VisibilityIn, ctx: Ctx) -> Response:
+async def change_visibility(name: QueueName, body: VisibilityIn, ctx: Ctx) -> Response:
     """Set how long a received message stays invisible, counted from now; 0 makes it
     visible again at once. The message must still be in flight (MessageNotInflight)."""
     await ctx.bridge.run(ctx.t.queues.change_visibility, name, body.receipt_handle,
@@ -149,7 +158,7 @@ async def change_visibility(name: str, body: VisibilityIn, ctx: Ctx) -> Response
 
 @router.post("/messages:visibility-batch", response_model=BatchOut,
              responses=errors(400, 404))
-async def change_visibility_batch(name: str, body: VisibilityBatchIn,
+async def change_visibility_batch(name: QueueName, body: VisibilityBatchIn,
                                   ctx: Ctx) -> dict[str, Any]:
     """Change the visibility of 1-10 messages; each entry succeeds or fails on its own."""
     ok, failures = await ctx.bridge.run(

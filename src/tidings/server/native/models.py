@@ -1,49 +1,72 @@
 """Request and response models of the native API: its OpenAPI document is built from these.
 
-The models check shapes and types only. Ranges and SQS rules live in the engine
-(`model/queues.py`, `model/messages.py`), so a bad value gets the same message on every
-interface; the ranges are repeated here in descriptions, for the documentation.
+Their fields are typed with the rules of `rules.py`, so what a model enforces and what the
+document states are one thing; the engine (`model/queues.py`, `model/messages.py`) checks
+the same values again for every other face.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, Field, JsonValue
 
+from tidings.model import digests
 from tidings.model.queues import RedriveAllowPolicy, RedrivePolicy
+from tidings.server.native.rules import (
+    BATCH_MAX,
+    BATCH_MIN,
+    AttributeName,
+    AttributeNumber,
+    AttributeText,
+    Base64,
+    BatchId,
+    BinaryType,
+    In,
+    Instant,
+    JsonInt,
+    MaxReceiveCount,
+    MessageBytes,
+    MessageDelay,
+    MovesPerSecond,
+    NumberType,
+    QueueDelay,
+    QueueName,
+    ReceiveWait,
+    Retention,
+    StringType,
+    Tags,
+    VisibilityTimeout,
+)
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class RedrivePolicyModel(_In):
-    dead_letter_queue: str = Field(description="Name of the dead-letter queue (it must exist).")
-    max_receive_count: int = Field(
+class RedrivePolicyModel(In):
+    dead_letter_queue: QueueName = Field(
+        description="Name of the dead-letter queue (it must exist).")
+    max_receive_count: MaxReceiveCount = Field(
         description="Receives after which a message moves to the dead-letter queue (1-1000).")
 
 
-class RedriveAllowPolicyModel(_In):
-    permission: str = Field(description="allowAll, denyAll or byQueue.")
-    source_queues: list[str] = Field(
+class RedriveAllowPolicyModel(In):
+    permission: Literal["allowAll", "denyAll", "byQueue"] = Field(
+        description="allowAll, denyAll or byQueue.")
+    source_queues: list[QueueName] = Field(max_length=10,
         default_factory=list, description="With byQueue: the 1-10 queues allowed as sources.")
 
 
-class QueueAttributesIn(_In):
+class QueueAttributesIn(In):
     """Queue attributes by their native names; omitted ones keep their value (or default)."""
 
-    visibility_timeout_s: int | None = Field(
+    visibility_timeout_s: VisibilityTimeout | None = Field(
         default=None,
         description="Seconds a received message stays invisible (0-43200; default 30).")
-    delay_s: int | None = Field(
+    delay_s: QueueDelay | None = Field(
         default=None, description="Default delay of new messages, in seconds (0-900; default 0).")
-    retention_s: int | None = Field(
+    retention_s: Retention | None = Field(
         default=None, description="Seconds a message is kept (60-1209600; default 345600, 4 days).")
-    max_message_bytes: int | None = Field(
+    max_message_bytes: MessageBytes | None = Field(
         default=None, description="Largest message, body plus attributes (1024-1048576 bytes).")
-    receive_wait_s: int | None = Field(
+    receive_wait_s: ReceiveWait | None = Field(
         default=None,
         description="Default long-poll wait of a receive, in seconds (0-20; default 0).")
     redrive_policy: RedrivePolicyModel | None = Field(
@@ -70,10 +93,11 @@ class QueueAttributesIn(_In):
         return out
 
 
-class CreateQueueIn(_In):
-    name: str = Field(description="1-80 characters of A-Z a-z 0-9 - _; FIFO names end .fifo.")
+class CreateQueueIn(In):
+    name: QueueName = Field(description="1-80 characters of A-Z a-z 0-9 - _; FIFO names end "
+                            ".fifo.")
     attributes: QueueAttributesIn = Field(default_factory=lambda: QueueAttributesIn())
-    tags: dict[str, str] = Field(default_factory=dict, description="Up to 50 tags.")
+    tags: Tags = Field(default_factory=dict, description="Up to 50 tags.")
 
 
 class QueueAttributesOut(BaseModel):
@@ -113,36 +137,74 @@ class PurgeOut(BaseModel):
     purged: int = Field(description="Messages deleted.")
 
 
-class MessageAttributeModel(_In):
-    data_type: str = Field(description="String, Number or Binary, with an optional .label.")
-    string_value: str | None = Field(default=None, description="For String and Number.")
-    binary_value: str | None = Field(default=None, description="For Binary: standard base64.")
+class StringAttributeIn(In):
+    data_type: StringType = Field(description="String, with an optional .label.")
+    string_value: AttributeText
 
 
-class SendIn(_In):
+class NumberAttributeIn(In):
+    data_type: NumberType = Field(description="Number, with an optional .label.")
+    string_value: AttributeNumber
+
+
+class BinaryAttributeIn(In):
+    data_type: BinaryType = Field(description="Binary, with an optional .label.")
+    binary_value: Base64 = Field(description="Standard base64.")
+
+
+MessageAttributeModel = StringAttributeIn | NumberAttributeIn | BinaryAttributeIn
+
+
+class SendIn(In):
     body: JsonValue = Field(
         description="A string is sent as is; any other JSON value is sent as its JSON text.")
-    delay_seconds: int | None = Field(
+    delay_seconds: MessageDelay | None = Field(
         default=None, description="Seconds before the message can be received; up to the queue's "
         "retention period (SQS allows 900). Default: the queue's delay.")
-    deliver_at: datetime | None = Field(
+    deliver_at: Instant | None = Field(
         default=None, description="RFC 3339 instant with its offset (fractions of a second "
         "honoured) from which the message can be received; instead of delay_seconds.")
-    attributes: dict[str, MessageAttributeModel] = Field(
-        default_factory=dict, description="Up to 10 message attributes.")
+    attributes: dict[AttributeName, MessageAttributeModel] = Field(
+        default_factory=dict, max_length=digests.MAX_ATTRIBUTES,
+        # pydantic states the name's pattern as patternProperties: only names matching it
+        json_schema_extra={"additionalProperties": False},
+        description="Up to 10 message attributes.")
     group_id: str | None = Field(default=None, description="Required on FIFO queues.")
     deduplication_id: str | None = Field(
         default=None,
         description="FIFO: required unless the queue has content-based deduplication.")
 
 
-class SendBatchEntryIn(SendIn):
-    id: str = Field(description="Your id for this entry, unique in the batch (1-80 of "
-                    "A-Z a-z 0-9 - _).")
+class AnyAttributeIn(In):
+    """A batch entry's attribute: SQS checks each entry on its own, so a bad attribute fails
+    its entry (in `failed`), not the request; only the JSON shape is the request's."""
+
+    data_type: str = Field(description="String, Number or Binary, with an optional .label.")
+    string_value: str | None = Field(default=None, description="For String and Number.")
+    binary_value: str | None = Field(default=None, description="For Binary: standard base64.")
 
 
-class SendBatchIn(_In):
-    entries: list[SendBatchEntryIn] = Field(description="1 to 10 messages.")
+class SendBatchEntryIn(In):
+    """One message of a batch. Its values are checked per entry, as SQS does: a value out
+    of range fails the entry (in `failed`, with the rule), and the others are sent; so the
+    document gives the entry's types, and the rules of `SendIn` in words."""
+
+    id: BatchId = Field(description="Your id for this entry, unique in the batch (1-80 of "
+                        "A-Z a-z 0-9 - _).")
+    body: JsonValue = Field(description="As in a single send.")
+    delay_seconds: JsonInt | None = Field(default=None, description="As in a single send.")
+    deliver_at: Instant | None = Field(default=None, description="As in a single send.")
+    attributes: dict[str, AnyAttributeIn] = Field(
+        default_factory=dict, description="As in a single send (up to 10).")
+    group_id: str | None = Field(default=None, description="Required on FIFO queues.")
+    deduplication_id: str | None = Field(
+        default=None,
+        description="FIFO: required unless the queue has content-based deduplication.")
+
+
+class SendBatchIn(In):
+    entries: list[SendBatchEntryIn] = Field(min_length=BATCH_MIN, max_length=BATCH_MAX,
+                                            description="1 to 10 messages.")
 
 
 class SendOut(BaseModel):
@@ -211,26 +273,29 @@ class PeekOut(BaseModel):
     next_token: str | None
 
 
-class DeleteEntryIn(_In):
-    id: str
+class DeleteEntryIn(In):
+    id: BatchId
     receipt_handle: str
 
 
-class DeleteBatchIn(_In):
-    entries: list[DeleteEntryIn] = Field(description="1 to 10 receipt handles.")
+class DeleteBatchIn(In):
+    entries: list[DeleteEntryIn] = Field(min_length=BATCH_MIN, max_length=BATCH_MAX,
+                                         description="1 to 10 receipt handles.")
 
 
-class VisibilityIn(_In):
+class VisibilityIn(In):
     receipt_handle: str
-    visibility_timeout: int = Field(description="Seconds from now (0-43200); 0 releases it.")
+    visibility_timeout: VisibilityTimeout = Field(
+        description="Seconds from now (0-43200); 0 releases it.")
 
 
 class VisibilityEntryIn(VisibilityIn):
-    id: str
+    id: BatchId
 
 
-class VisibilityBatchIn(_In):
-    entries: list[VisibilityEntryIn] = Field(description="1 to 10 changes.")
+class VisibilityBatchIn(In):
+    entries: list[VisibilityEntryIn] = Field(min_length=BATCH_MIN, max_length=BATCH_MAX,
+                                             description="1 to 10 changes.")
 
 
 class EntryOut(BaseModel):
@@ -242,11 +307,11 @@ class BatchOut(BaseModel):
     failed: list[BatchFailureOut]
 
 
-class RedriveIn(_In):
-    destination: str | None = Field(
+class RedriveIn(In):
+    destination: QueueName | None = Field(
         default=None,
         description="Queue to move to; default: each message back to its source queue.")
-    max_per_second: int | None = Field(
+    max_per_second: MovesPerSecond | None = Field(
         default=None, description="If given (1-500), start a background move task at this rate and "
         "return its handle; otherwise move everything now.")
 
@@ -276,8 +341,8 @@ class QueueNamesOut(BaseModel):
     queues: list[str]
 
 
-class TagsIn(_In):
-    tags: dict[str, str] = Field(description="Tags to add or overwrite.")
+class TagsIn(In):
+    tags: Tags = Field(description="Tags to add or overwrite.")
 
 
 class HealthOut(BaseModel):

@@ -70,7 +70,7 @@ def truthful_errors(doc: dict[str, Any]) -> dict[str, Any]:
     schemas.update(_SCHEMAS)
     body = {"application/json": {"schema": {"$ref": f"#/components/schemas/{ERROR_BODY_SCHEMA}"}}}
     for path, item in doc.get("paths", {}).items():
-        if not path.startswith("/v1/"):
+        if not path.startswith(("/v1/", "/unsubscribe/")):
             continue
         for operation in item.values():
             if not isinstance(operation, dict) or "responses" not in operation:
@@ -83,7 +83,7 @@ def truthful_errors(doc: dict[str, Any]) -> dict[str, Any]:
             for status, text in wanted.items():
                 responses.setdefault(status, {"description": text})
             for status, response in responses.items():
-                if status[:1] in ("4", "5"):
+                if status[:1] in ("4", "5") and "content" not in response:
                     response["content"] = body
     return doc
 

@@ -22,6 +22,7 @@ from tidings.server.native.models import (
     RedriveOut,
     TagsIn,
 )
+from tidings.server.native.rules import MoveTaskPage, PageOf1000, QueueName
 from tidings.server.native.views import move_task_json, queue_json
 
 router = APIRouter(prefix="/v1", tags=["queues"])
@@ -77,7 +78,7 @@ async def create_queue(body: CreateQueueIn, ctx: Ctx) -> dict[str, Any]:
 async def list_queues(
     ctx: Ctx,
     prefix: Annotated[str, Query(description="Only queues whose name starts with this.")] = "",
-    limit: Annotated[int, Query(description="Page size (1-1000).")] = 1000,
+    limit: Annotated[PageOf1000, Query(description="Page size (1-1000).")] = 1000,
     next_token: NextToken = None,
     all: Annotated[bool, Query(description="Also tidings' own queues (tidings-deliveries, "
                                "tidings-email), which clients can look at, not change.")
@@ -90,13 +91,13 @@ async def list_queues(
 
 
 @router.get("/queues/{name}", response_model=QueueOut, responses=errors(404))
-async def get_queue(name: str, ctx: Ctx) -> dict[str, Any]:
+async def get_queue(name: QueueName, ctx: Ctx) -> dict[str, Any]:
     """A queue's attributes, tags and approximate message counts."""
     return await ctx.bridge.run(_describe, ctx.t.queues, name)
 
 
 @router.patch("/queues/{name}", response_model=QueueOut, responses=errors(400, 404))
-async def update_queue(name: str, body: QueueAttributesIn, ctx: Ctx) -> dict[str, Any]:
+async def update_queue(name: QueueName, body: QueueAttributesIn, ctx: Ctx) -> dict[str, Any]:
     """Change attributes; those not in the body keep their values. A null redrive_policy
     removes the dead-letter queue."""
     return await ctx.bridge.run(_update_and_describe, ctx.t.queues, name, body.changes())
@@ -104,7 +105,7 @@ async def update_queue(name: str, body: QueueAttributesIn, ctx: Ctx) -> dict[str
 
 @router.delete("/queues/{name}", status_code=status.HTTP_204_NO_CONTENT,
                responses=errors(404))
-async def delete_queue(name: str, ctx: Ctx) -> Response:
+async def delete_queue(name: QueueName, ctx: Ctx) -> Response:
     """Delete a queue and every message in it."""
     await ctx.bridge.run(ctx.t.queues.delete_queue, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -112,14 +113,14 @@ async def delete_queue(name: str, ctx: Ctx) -> Response:
 
 @router.post("/queues/{name}/purge", response_model=PurgeOut,
              responses=errors(403, 404))
-async def purge_queue(name: str, ctx: Ctx) -> dict[str, Any]:
+async def purge_queue(name: QueueName, ctx: Ctx) -> dict[str, Any]:
     """Delete every message of the queue (at most once every 60 seconds, as SQS)."""
     return {"purged": await ctx.bridge.run(ctx.t.queues.purge_queue, name)}
 
 
 @router.post("/queues/{name}/tags", status_code=status.HTTP_204_NO_CONTENT,
              responses=errors(400, 404))
-async def tag_queue(name: str, body: TagsIn, ctx: Ctx) -> Response:
+async def tag_queue(name: QueueName, body: TagsIn, ctx: Ctx) -> Response:
     """Add tags, or overwrite the values of existing keys."""
     await ctx.bridge.run(ctx.t.queues.tag_queue, name, body.tags)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -128,7 +129,7 @@ async def tag_queue(name: str, body: TagsIn, ctx: Ctx) -> Response:
 @router.delete("/queues/{name}/tags", status_code=status.HTTP_204_NO_CONTENT,
                responses=errors(404))
 async def untag_queue(
-    name: str, ctx: Ctx,
+    name: QueueName, ctx: Ctx,
     keys: Annotated[list[str], Query(description="Tag keys to remove (repeat the parameter).")],
 ) -> Response:
     """Remove tags by key; absent keys are ignored."""
@@ -138,7 +139,7 @@ async def untag_queue(
 
 @router.get("/queues/{name}/dead-letter-sources", response_model=QueueNamesOut,
             responses=errors(404))
-async def dead_letter_sources(name: str, ctx: Ctx) -> dict[str, Any]:
+async def dead_letter_sources(name: QueueName, ctx: Ctx) -> dict[str, Any]:
     """The queues whose redrive policy names this queue as their dead-letter queue."""
     records = await ctx.bridge.run(ctx.t.queues.dead_letter_sources, name)
     return {"queues": [r.name for r in records]}
@@ -146,7 +147,7 @@ async def dead_letter_sources(name: str, ctx: Ctx) -> dict[str, Any]:
 
 @router.post("/queues/{name}/redrive", response_model=RedriveOut,
              responses=errors(400, 404))
-async def redrive(name: str, body: RedriveIn, ctx: Ctx) -> dict[str, Any]:
+async def redrive(name: QueueName, body: RedriveIn, ctx: Ctx) -> dict[str, Any]:
     """Move messages out of this dead-letter queue: to `destination`, or each back to the
     queue it came from. With `max_per_second`, a background task moves them at that rate
     (see move-tasks); otherwise they all move now."""
@@ -161,8 +162,9 @@ async def redrive(name: str, body: RedriveIn, ctx: Ctx) -> dict[str, Any]:
 @router.get("/queues/{name}/move-tasks", response_model=MoveTaskListOut,
             responses=errors(404))
 async def list_move_tasks(
-    name: str, ctx: Ctx,
-    limit: Annotated[int, Query(description="How many, newest first (1-10).")] = 10,
+    name: QueueName, ctx: Ctx,
+    limit: Annotated[MoveTaskPage, Query(description="How many, newest first (1-10).")
+                     ] = 10,
 ) -> dict[str, Any]:
     """Message move tasks of this dead-letter queue, newest first."""
     return {"tasks": await ctx.bridge.run(_list_tasks, ctx.t.queues, name, limit)}

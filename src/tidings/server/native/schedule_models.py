@@ -16,6 +16,7 @@ from pydantic.config import JsonDict
 
 from tidings.errors import ValidationError
 from tidings.model.schedules import DEFAULT_GROUP, ScheduleSpec, Target, at_expression
+from tidings.server.native.rules import In, ScheduleName, Tags
 from tidings.server.native.schedule_views import make_spec, make_target
 
 _DATE_TIME: JsonDict = {"format": "date-time"}
@@ -211,9 +212,9 @@ class ScheduleBatchOut(BaseModel):
     failed: int = Field(description="How many items had an error.")
 
 
-class GroupIn(_In):
-    name: str = Field(description="1-64 characters of letters, digits, - _ and .")
-    tags: dict[str, str] = Field(default_factory=dict, description="Up to 50 tags.")
+class GroupIn(In):
+    name: ScheduleName = Field(description="1-64 characters of letters, digits, - _ and .")
+    tags: Tags = Field(default_factory=dict, description="Up to 50 tags.")
 
 
 class GroupOut(BaseModel):

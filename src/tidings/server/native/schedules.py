@@ -15,6 +15,13 @@ from tidings.model.schedules import Schedule, ScheduleSpec, ScheduleState
 from tidings.schedules.service import ScheduleService
 from tidings.server.errors import native_error
 from tidings.server.native.deps import Ctx, NextToken, Responses
+from tidings.server.native.rules import (
+    DeletableGroup,
+    PageOf100,
+    PageOf1000,
+    ScheduleName,
+    StateName,
+)
 from tidings.server.native.schedule_models import (
     GroupDeletedOut,
     GroupIn,
@@ -133,7 +140,7 @@ async def create_group(body: GroupIn, ctx: Ctx) -> dict[str, Any]:
 async def list_groups(
     ctx: Ctx,
     prefix: Annotated[str, Query(description="Only groups whose name starts with this.")] = "",
-    limit: Annotated[int, Query(description="Page size (1-100).")] = 100,
+    limit: Annotated[PageOf100, Query(description="Page size (1-100).")] = 100,
     next_token: NextToken = None,
 ) -> dict[str, Any]:
     """Schedule groups in name order."""
@@ -142,14 +149,14 @@ async def list_groups(
 
 @router.get("/schedule-groups/{name}", response_model=GroupOut, tags=["schedule groups"],
             responses=_errors(404))
-async def get_group(name: str, ctx: Ctx) -> dict[str, Any]:
+async def get_group(name: ScheduleName, ctx: Ctx) -> dict[str, Any]:
     """One schedule group."""
     return await ctx.bridge.run(_get_group, ctx.t.schedules, name)
 
 
 @router.delete("/schedule-groups/{name}", response_model=GroupDeletedOut,
                tags=["schedule groups"], responses=_errors(400, 404))
-async def delete_group(name: str, ctx: Ctx) -> dict[str, Any]:
+async def delete_group(name: DeletableGroup, ctx: Ctx) -> dict[str, Any]:
     """Delete a group and every schedule in it (the `default` group cannot be deleted)."""
     n = await ctx.bridge.run(ctx.t.schedules.delete_group, name)
     return {"name": name, "deleted_schedules": n}
@@ -179,10 +186,11 @@ async def create_schedules(body: ScheduleBatchIn, ctx: Ctx) -> dict[str, Any]:
 @router.get("/schedules", response_model=ScheduleListOut, responses=_errors(400))
 async def list_schedules(
     ctx: Ctx,
-    group: Annotated[str | None, Query(description="Only this group (default: all).")] = None,
+    group: Annotated[ScheduleName | None, Query(description="Only this group (default: all).")
+                     ] = None,
     prefix: Annotated[str, Query(description="Only names starting with this.")] = "",
-    state: Annotated[str | None, Query(description="ENABLED or DISABLED.")] = None,
-    limit: Annotated[int, Query(description="Page size (1-1000).")] = 100,
+    state: Annotated[StateName | None, Query(description="ENABLED or DISABLED.")] = None,
+    limit: Annotated[PageOf1000, Query(description="Page size (1-1000).")] = 100,
     next_token: NextToken = None,
 ) -> dict[str, Any]:
     """Schedules ordered by group, then name."""
@@ -190,14 +198,14 @@ async def list_schedules(
 
 
 @router.get("/schedules/{group}/{name}", response_model=ScheduleOut, responses=_errors(404))
-async def get_schedule(group: str, name: str, ctx: Ctx) -> dict[str, Any]:
+async def get_schedule(group: ScheduleName, name: ScheduleName, ctx: Ctx) -> dict[str, Any]:
     """One schedule, with its next occurrence."""
     return await ctx.bridge.run(_get, ctx.t.schedules, group, name)
 
 
 @router.put("/schedules/{group}/{name}", response_model=ScheduleOut,
             responses=_errors(400, 404))
-async def replace_schedule(group: str, name: str, body: ScheduleFieldsIn,
+async def replace_schedule(group: ScheduleName, name: ScheduleName, body: ScheduleFieldsIn,
                            ctx: Ctx) -> dict[str, Any]:
     """Replace every setting of a schedule (as UpdateSchedule: omitted fields take their
     defaults, not their old values). The next occurrence is computed afresh from now."""
@@ -206,7 +214,7 @@ async def replace_schedule(group: str, name: str, body: ScheduleFieldsIn,
 
 @router.post("/schedules/{group}/{name}:apply", response_model=ScheduleOut,
              responses=_errors(400, 404))
-async def apply_schedule(group: str, name: str, body: ScheduleFieldsIn,
+async def apply_schedule(group: ScheduleName, name: ScheduleName, body: ScheduleFieldsIn,
                          ctx: Ctx) -> dict[str, Any]:
     """Create the schedule, or replace it (as the PUT) when it differs: what a setup
     script run again wants. One already stored exactly so is left as it is, its next
@@ -216,7 +224,7 @@ async def apply_schedule(group: str, name: str, body: ScheduleFieldsIn,
 
 @router.delete("/schedules/{group}/{name}", status_code=status.HTTP_204_NO_CONTENT,
                responses=_errors(404))
-async def delete_schedule(group: str, name: str, ctx: Ctx) -> Response:
+async def delete_schedule(group: ScheduleName, name: ScheduleName, ctx: Ctx) -> Response:
     """Delete a schedule; deliveries already under way still complete."""
     await ctx.bridge.run(ctx.t.schedules.delete, name, group)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -224,14 +232,14 @@ async def delete_schedule(group: str, name: str, ctx: Ctx) -> Response:
 
 @router.post("/schedules/{group}/{name}:enable", response_model=ScheduleOut,
              responses=_errors(404))
-async def enable_schedule(group: str, name: str, ctx: Ctx) -> dict[str, Any]:
+async def enable_schedule(group: ScheduleName, name: ScheduleName, ctx: Ctx) -> dict[str, Any]:
     """Enable: it fires from its next occurrence after now (missed ones are not replayed)."""
     return await ctx.bridge.run(_set_state, ctx.t.schedules, group, name, ScheduleState.ENABLED)
 
 
 @router.post("/schedules/{group}/{name}:disable", response_model=ScheduleOut,
              responses=_errors(404))
-async def disable_schedule(group: str, name: str, ctx: Ctx) -> dict[str, Any]:
+async def disable_schedule(group: ScheduleName, name: ScheduleName, ctx: Ctx) -> dict[str, Any]:
     """Disable: it keeps its settings and does not fire until enabled again."""
     return await ctx.bridge.run(_set_state, ctx.t.schedules, group, name,
                                 ScheduleState.DISABLED)
