@@ -67,7 +67,9 @@ def test_push_section_shows_failures_and_sends_a_test_push(
     page.open("/ui/queues/pushed")
     page.click("#push form[action$='/test-push'] button")
     assert "answered 204" in page.flash()
-    assert Hook.seen and Hook.seen[-1]["webhook-id"].startswith("test-")
+    # the test push reached the endpoint (the queued message may reach it too, before or
+    # after: its retry goes to the new endpoint as well)
+    assert any(h["webhook-id"].startswith("test-") for h in Hook.seen)
     page.click("#push form[action$='/push-state'] button")
     assert "Paused" in page.flash()
     with Tidings(db_url) as t:
