@@ -198,8 +198,12 @@ def main() -> None:
                         runs[side].append(figures)
                         print(f"  {bench} [{backend}] {side.upper()}{r + 1}: "
                               f"{time.monotonic() - began:.0f} s, load "
-                              f"{os.getloadavg()[0]:.1f}", file=sys.stderr)
+                              f"{os.getloadavg()[0]:.1f} {json.dumps(figures)}",
+                              file=sys.stderr)
+                # Each bench's medians as soon as it is done: a run cut short keeps them.
                 for figure, a, b in summarise(runs):
+                    print(f"    {bench.split()[0]} [{backend}] {figure}: A {a}, B {b}",
+                          file=sys.stderr)
                     results.append({"bench": bench, "backend": backend, "figure": figure,
                                     "a": a, "b": b, "ratio": round(b / a, 3) if a else None})
 
