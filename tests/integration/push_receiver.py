@@ -82,8 +82,10 @@ class Receiver:
 
 @contextmanager
 def running_pushers(t: Tidings, *, retry_base_s: float = 0.05,
-                    refresh_s: float = 0.1, grace_s: float = 2.0) -> Iterator[Pushers]:
-    """The node's push service over `t`, on its own event loop in a thread."""
+                    refresh_s: float = 60.0, grace_s: float = 2.0) -> Iterator[Pushers]:
+    """The node's push service over `t`, on its own event loop in a thread. Its fallback
+    read of the subscriptions is a minute away: what the tests see of a subscription made,
+    changed or deleted while it runs comes from the store's wake-up."""
     bridge = Bridge.for_store(t.store)
     loop = asyncio.new_event_loop()
     made: list[Pushers] = []

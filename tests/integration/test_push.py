@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -225,3 +227,35 @@ def test_a_receiver_cut_off_mid_request_gets_the_message_again(t: Tidings) -> No
         listener.close()
     assert cut and b"webhook-signature" in cut[0].lower()
     assert t.queues.push_failures("jobs")[0].error.startswith("ConnectionError")
+
+
+def test_a_subscription_made_by_another_process_is_pushed_at_once(t: Tidings, db_url: str) -> None:
+    """The pushers read the subscriptions again when the store's wake-up says one changed
+    (their fallback read is a minute away here), from another process too: a web process
+    or a CLI subscribes, pauses and deletes while the node runs."""
+    receiver = Receiver()
+    t.queues.create_queue("jobs")
+
+    def other_process(code: str) -> None:
+        subprocess.run([sys.executable, "-c",
+                        "import sys; from tidings.client import Tidings\n"
+                        "from tidings.settings import Settings\n"
+                        "with Tidings(settings=Settings(db=sys.argv[1])) as t:\n    " + code,
+                        db_url], check=True, timeout=60)
+
+    with running_server(receiver) as url, running_pushers(t) as pushers:
+        t.queues.send("jobs", "first")
+        other_process(f"t.queues.subscribe('jobs', {url!r})")
+        wait_until(lambda: len(receiver.requests) == 1 and empty(t, "jobs"), timeout_s=10,
+                   what="the first push, long before the fallback read")
+        other_process("t.queues.pause_subscription('jobs')")
+        wait_until(lambda: not pushers.pushers, timeout_s=10, what="the pusher stopped")
+        t.queues.send("jobs", "second")  # paused: it waits in the queue
+        other_process("t.queues.resume_subscription('jobs')")
+        wait_until(lambda: len(receiver.requests) == 2 and empty(t, "jobs"), timeout_s=10,
+                   what="the push after the resume")
+        other_process("t.queues.unsubscribe('jobs')")
+        wait_until(lambda: not pushers.pushers, timeout_s=10, what="the pusher stopped")
+        t.queues.send("jobs", "third")
+        assert t.queues.describe("jobs").counts.visible == 1
+    assert [r.body for r in receiver.requests] == [b"first", b"second"]

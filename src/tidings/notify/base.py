@@ -31,6 +31,9 @@ class Notifier(Protocol):
 SCHEDULES_CHANNEL = "schedules"
 #: Woken when a message move task starts: the sweepers advance them.
 MOVES_CHANNEL = "moves"
+#: Woken when a push subscription is created, changed or deleted: every node's pushers
+#: read the subscriptions again (push/pushers.py).
+SUBSCRIPTIONS_CHANNEL = "subscriptions"
 #: The longest a node's dispatcher and consumers sleep without a wake-up, whatever they
 #: were told (TIDINGS_POLL_FALLBACK_S; this is its default): what a lost wake-up (or one
 #: never sent) can cost. Wake-ups make polling unnecessary, so it is long: an idle node

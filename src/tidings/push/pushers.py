@@ -1,5 +1,8 @@
 """`Pushers`: the service every node runs for push subscriptions. It reads the
-subscriptions every `REFRESH_S` and keeps one `SubscriptionPusher` per active one (each
+subscriptions when a change anywhere wakes it (`SUBSCRIPTIONS_CHANNEL`: the store
+notifies it in the transaction that creates, changes or deletes one, on every node of the
+database), and at the latest every `TIDINGS_POLL_FALLBACK_S`, what a lost wake-up can
+cost; idle, it reads nothing in between. It keeps one `SubscriptionPusher` per active one (each
 its own task, so a slow endpoint holds back only its own queue), started, updated and
 stopped as they change. If a pusher dies of anything but the database being away, the
 service dies with it, and the node stops loudly."""
@@ -14,6 +17,7 @@ import uuid
 
 from tidings.errors import QueueNotFound, StoreUnavailable
 from tidings.model.push import Subscription, SubscriptionState
+from tidings.notify.base import POLL_FALLBACK_S, SUBSCRIPTIONS_CHANNEL
 from tidings.push.outcomes import Outcomes
 from tidings.push.pusher import PushContext, Retries, SubscriptionPusher
 from tidings.push.sender import PushSender
@@ -21,17 +25,17 @@ from tidings.push.service import PushService
 from tidings.runtime.backoff import Backoff
 from tidings.runtime.bridge import Bridge
 from tidings.runtime.health import Health
+from tidings.runtime.waits import first_of
 from tidings.targets.guard import WebhookGuard
 
 log = logging.getLogger("tidings.push")
 
-REFRESH_S = 1.0
 
 
 class Pushers:
     def __init__(self, push: PushService, bridge: Bridge, *, guard: WebhookGuard | None = None,
                  grace_s: float = 10.0, retries: Retries | None = None,
-                 refresh_s: float = REFRESH_S, health: Health | None = None) -> None:
+                 refresh_s: float = POLL_FALLBACK_S, health: Health | None = None) -> None:
         queues = push.queues
         holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.ctx = PushContext(
@@ -49,7 +53,10 @@ class Pushers:
     async def run(self) -> None:
         backoff = Backoff(health=self.health, component="pushers")
         try:
+            notifier = self.ctx.notifier
             while not self._stopping.is_set():
+                # Taken before the read: a change committed after it wakes the wait below.
+                seen = notifier.version(SUBSCRIPTIONS_CHANNEL)
                 try:
                     await self.refresh()
                     backoff.reset()
@@ -59,10 +66,8 @@ class Pushers:
                 for _, task in list(self.pushers.values()):
                     if task.done() and task.exception() is not None:
                         raise RuntimeError("a pusher died") from task.exception()
-                try:
-                    await asyncio.wait_for(self._stopping.wait(), self.refresh_s)
-                except TimeoutError:
-                    pass
+                await first_of(notifier.wait(SUBSCRIPTIONS_CHANNEL, seen, self.refresh_s),
+                               self._stopping.wait())
         finally:
             for pusher, _ in self.pushers.values():
                 pusher.stop()

@@ -1,6 +1,6 @@
 """`PushService`: push subscriptions as every face sees them (Python, CLI, native API,
 console). One subscription per queue; the nodes' pushers (`push/pusher.py`) read what
-this writes, within `REFRESH_S`.
+this writes as soon as the store's wake-up reaches them (push/pushers.py).
 
 The signing secret is returned whole only by `subscribe` and `rotate_secret` (the views
 every other call gives hide it), so a listing never leaks it.
@@ -28,6 +28,7 @@ from tidings.model.push import (
     rate_text,
 )
 from tidings.model.queues import INTERNAL_QUEUES, QueueRecord
+from tidings.notify.base import SUBSCRIPTIONS_CHANNEL
 from tidings.queues.service import QueueService
 from tidings.store.base import NewSubscription, Store
 from tidings.targets.guard import WebhookGuard
@@ -84,7 +85,9 @@ class PushService:
             timeout_ms=parse_timeout_ms(timeout),
             state=(SubscriptionState.PAUSED if paused else SubscriptionState.ACTIVE).value,
             secret=new_secret(), now=self.clock.now_ms())
-        return SubscriptionView(queue, self.store.create_subscription(new))
+        made = self.store.create_subscription(new)
+        self._changed()
+        return SubscriptionView(queue, made)
 
     def get(self, queue: str) -> SubscriptionView:
         return SubscriptionView(queue, self.store.get_subscription(self._queue(queue).id))
@@ -149,12 +152,20 @@ class PushService:
             previous_until=now + grace_ms if grace_ms else None))
 
     def delete(self, queue: str) -> bool:
-        return self.store.delete_subscription(self._queue(queue).id)
+        deleted = self.store.delete_subscription(self._queue(queue).id)
+        self._changed()
+        return deleted
 
     def failures(self, queue: str, limit: int = 20) -> list[SubscriptionFailure]:
         sub = self.get(queue).subscription
         return self.store.push_failures(sub.id, limit)
 
     def _write(self, queue: str, changed: Subscription) -> SubscriptionView:
-        return SubscriptionView(queue, self.store.update_subscription(changed,
-                                                                      self.clock.now_ms()))
+        written = self.store.update_subscription(changed, self.clock.now_ms())
+        self._changed()
+        return SubscriptionView(queue, written)
+
+    def _changed(self) -> None:
+        """After the commit: wake the pushers of this process and, on SQLite, of the
+        file's other processes (on PostgreSQL the store's NOTIFY reaches every node)."""
+        self.queues.notifier.notify(SUBSCRIPTIONS_CHANNEL)

@@ -10,6 +10,7 @@ from tidings.errors import ConflictError
 from tidings.model.push import Subscription, SubscriptionFailure, SubscriptionNotFound
 from tidings.model.push import SubscriptionState as State
 from tidings.model.receipts import Receipt
+from tidings.notify.base import SUBSCRIPTIONS_CHANNEL
 from tidings.store.contract.push import NewSubscription, SlotClaim
 from tidings.store.driver import Conn
 from tidings.store.sqlbase import SqlBase
@@ -41,6 +42,7 @@ class SqlPush(SqlBase):
                 raise ConflictError("the queue already has a push subscription: update it, "
                                     "or delete it first")
             self._add_slots(conn, int(row[0]), new.concurrency)
+            self.driver.notify(conn, SUBSCRIPTIONS_CHANNEL)
             return subscription(conn.execute(self.q["push_get"], (new.queue_id,)).fetchone())
 
     def _add_slots(self, conn: Conn, subscription_id: int, concurrency: int) -> None:
@@ -67,6 +69,7 @@ class SqlPush(SqlBase):
             if not done:
                 raise ConflictError("the push subscription changed meanwhile: read it again")
             self._add_slots(conn, s.id, s.concurrency)
+            self.driver.notify(conn, SUBSCRIPTIONS_CHANNEL)
             return subscription(conn.execute(self.q["push_get"], (s.queue_id,)).fetchone())
 
     def delete_subscription(self, queue_id: int) -> bool:
@@ -76,6 +79,7 @@ class SqlPush(SqlBase):
                 return False
             conn.execute(self.q["push_delete_slots"], (row[0],))
             conn.execute(self.q["push_delete_failures"], (row[0],))
+            self.driver.notify(conn, SUBSCRIPTIONS_CHANNEL)
             return True
 
     def hold_subscription(self, subscription_id: int, until: int) -> None:
