@@ -1102,3 +1102,13 @@ FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], 
 WHERE m.id = c.id AND m.queue_id = c.queue_id AND m.lease_token = c.token
   AND m.visible_at > c.now
 RETURNING m.id, c.token;
+
+-- name: wake_held_back
+-- (id, lease token, queue, now)[]: jobs held back (their receipt's token negated by
+-- hold_back_messages, and not received since) visible now: their limit changed.
+UPDATE messages AS m SET visible_at = c.now
+FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])
+     AS c(id, token, queue_id, now)
+WHERE m.id = c.id AND m.queue_id = c.queue_id AND m.lease_token = -c.token
+  AND m.visible_at > c.now
+RETURNING m.id, c.token;

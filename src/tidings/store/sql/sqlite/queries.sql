@@ -205,6 +205,12 @@ DELETE FROM messages WHERE id = ?1 AND queue_id = ?3 AND lease_token = ?2;
 UPDATE messages SET visible_at = ?3, last_error = COALESCE(?4, last_error)
 WHERE id = ?1 AND queue_id = ?5 AND lease_token = ?2 AND visible_at > ?6;
 
+-- name: wake_held_back
+-- (id, lease token, queue, now): a job held back (its receipt's token negated by
+-- hold_back_messages, and not received since) visible now: its limit changed.
+UPDATE messages SET visible_at = ?4
+WHERE id = ?1 AND queue_id = ?3 AND lease_token = -?2 AND visible_at > ?4;
+
 -- name: finish_job
 -- (job key, queue, done at): the handler ran to success.
 INSERT INTO job_keys (queue_id, job_key, state, done_at) VALUES (?2, ?1, 'done', ?3)
