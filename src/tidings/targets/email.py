@@ -14,6 +14,10 @@ target's retry policy. Outcomes, as SES reports them:
   ERROR_CODE=NotFoundException;
 - the relay answers 4xx, or cannot be reached → stays QUEUED with the reply, retried;
   FAILED once the retry policy is exhausted;
+- the relay answers RCPT with a 4xx "slow down" → stays QUEUED, the recipients' domains
+  are held (`email/domain_holds.py`) and the delivery waits for the hold without an
+  attempt counted; a 421 or a "slow down" to MAIL or DATA holds the whole relay
+  (`email/relay.py`), the mail waiting in its line, also without an attempt;
 - the relay answers 5xx → BOUNCED with the reply, the refused addresses suppressed
   (reason BOUNCE), no retry;
 - 250 after DATA → SENT with the reply.
@@ -37,6 +41,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from tidings.email.deliverability import SendingLimits, sending_limits
+from tidings.email.domain_holds import EMAIL_DOMAIN_LIMIT, DomainHolds
 from tidings.email.mime import DkimSigner, Outgoing, message_bytes
 from tidings.email.returns import verp_address
 from tidings.email.service import EmailService, Prepared
@@ -45,6 +50,7 @@ from tidings.email.smtp import (
     SendResult,
     SmtpPermanentError,
     SmtpSender,
+    SmtpSlowDown,
     SmtpTemporaryError,
 )
 from tidings.email.templates import RenderingError
@@ -90,6 +96,7 @@ class EmailDelivery:
                                                backoff_max_s=settings.smtp_backoff_max_s,
                                                wait_s=settings.smtp_relay_wait_s)
         self.limits: SendingLimits = sending_limits(settings.smtp_domain_rates)
+        self.holds = DomainHolds(max_s=settings.smtp_backoff_max_s)
         self.daily_cap = settings.email_daily_cap
         # Concurrent deliveries share one store trip for their reads and one transaction
         # for their outcomes (group commit); each still waits for its own result.
@@ -166,10 +173,22 @@ class EmailDelivery:
             raise DeliveryError("RenderingFailure", str(exc), retryable=False) from None
         if not self.relay:  # only nodes with a relay consume the email queue
             raise DeliveryError("NoRelay", NO_RELAY)
+        if (held := self.holds.held(recipients)) is not None:
+            domain, left, why = held  # not offered to the relay: no attempt counted
+            raise DeliveryError("DomainHeld", f"the relay asked to slow down for {domain} "
+                                f"({why}); waiting {left:.3g} s", retry_after_s=left,
+                                hold_key=f"{EMAIL_DOMAIN_LIMIT}:{domain}")
         await self.limits.before_send(recipients)
         try:
             result = await self.smtp.send(self.relay, self._return_path(msg, record.id),
                                           recipients, data)
+        except SmtpSlowDown as exc:
+            wait = self.holds.hold(exc.domains, str(exc))
+            await self._record.submit(None, (replace(
+                record, detail=f"{exc}; {', '.join(exc.domains)} held for {wait:g} s",
+                updated_at=self.service.clock.now_ms()), ()))
+            raise DeliveryError(f"SMTP{exc.code}", str(exc), retry_after_s=wait,
+                                hold_key=f"{EMAIL_DOMAIN_LIMIT}:{exc.domains[0]}") from None
         except SmtpTemporaryError as exc:
             await self._record.submit(None, (replace(record, detail=str(exc)[:2000],
                                                updated_at=self.service.clock.now_ms()), ()))
@@ -178,6 +197,7 @@ class EmailDelivery:
         except SmtpPermanentError as exc:
             await self._final(record, DeliveryState.BOUNCED, str(exc), exc.refused)
             raise DeliveryError(f"SMTP{exc.code}", str(exc), retryable=False) from None
+        self.holds.took(recipients)
         detail = result.reply + (f"; not sent to {held_back}" if held_back else "")
         if result.refused:
             detail += "; refused: " + json.dumps(result.refused)

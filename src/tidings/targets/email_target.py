@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from tidings.email.domain_holds import domain_of
 from tidings.email.sesv2 import parse_send_email
 from tidings.errors import TemplateNotFound, ValidationError
 from tidings.model.email import EmailMessage
@@ -45,6 +46,24 @@ def check_email_target(store: EmailStore, target: Target,
                                   f"template {msg.template!r} does not exist") from None
         if known_templates is not None:
             known_templates.add(msg.template)
+
+
+def email_domain(body: dict[str, Any]) -> str | None:
+    """The limit key's value of a delivery job's body: its first recipient's domain (None:
+    not email), so a pause or limit on `email:<domain>` holds that domain's mail back
+    before it is started. Read without parsing the whole document when the kind says it
+    is no email (most jobs of the delivery queue)."""
+    target = body.get("target")
+    if not isinstance(target, dict) or target.get("kind") != TargetKind.EMAIL.value:
+        return None
+    try:
+        doc = json.loads(body.get("input") or "{}")
+        dest = doc["Destination"]
+        first = (dest.get("ToAddresses") or dest.get("CcAddresses")
+                 or dest.get("BccAddresses"))[0]
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return None
+    return domain_of(str(first).rstrip("> ")) or None
 
 
 class EmailTarget:
