@@ -91,6 +91,11 @@ class Settings:
                                              "domain).")
     email_daily_cap: int = _setting(0, "At most this many list emails to one recipient per "
                                     "local day (0: no cap).", low=0)
+    email_soft_bounces: int = _setting(3, "Soft bounces of one address within "
+                                       "TIDINGS_EMAIL_SOFT_BOUNCE_DAYS that put it on the "
+                                       "suppression list (0: never).", low=0)
+    email_soft_bounce_days: float = _setting(7.0, "The window soft bounces are counted in, "
+                                             "in days.", above=0)
     smtp_backoff_max_s: float = _setting(60.0, "Longest pause before trying again a relay "
                                          "that is down or asked to slow down.", above=0)
     smtp_relay_wait_s: float = _setting(300.0, "Seconds an email waits for a relay that is "

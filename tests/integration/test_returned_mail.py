@@ -189,6 +189,14 @@ def test_dsns_and_arf_reports_over_smtp(served: Served) -> None:
     complaint = s.t.email.suppression("angry@example.org")
     assert complaint is not None and complaint.reason is SuppressionReason.COMPLAINT
     assert s.t.email.suppression("full@example.org") is None  # soft: counted only
+    # each event joins its delivery's detail; the hard bounce turns SENT into BOUNCED
+    log = {d.id: d for d in s.t.email.log()[0]}
+    assert log[gone_id].state is DeliveryState.BOUNCED
+    assert "HARD_BOUNCE (dsn) gone@example.org: failed 5.1.1" in (log[gone_id].detail or "")
+    assert log[full_id].state is DeliveryState.SENT
+    assert "SOFT_BOUNCE (dsn) full@example.org: delayed 4.2.2" in (log[full_id].detail or "")
+    assert log[spam_id].state is DeliveryState.SENT
+    assert "COMPLAINT (arf) angry@example.org: feedback abuse" in (log[spam_id].detail or "")
     assert s.t.email.returns.soft_bounces("full@example.org") == 1
     # and the next message to a hard-bounced address is not sent
     again = s.t.email.send(EmailMessage(from_address="news@example.com",

@@ -138,7 +138,8 @@ class EmailService:
         self._tokens: UnsubscribeTokens | None = None
         self.identities = Identities(store, clock, settings)
         self.contacts = ContactLists(store, clock)
-        self.returns = ReturnedMail(store, clock)
+        self.returns = ReturnedMail(store, clock, soft_bounces=settings.email_soft_bounces,
+                                    soft_bounce_days=settings.email_soft_bounce_days)
 
     # templates ------------------------------------------------------------------------------
 

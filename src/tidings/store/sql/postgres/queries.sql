@@ -1001,6 +1001,23 @@ ORDER BY seq DESC LIMIT %(limit)s;
 -- name: soft_bounce_count
 SELECT count(*) FROM email_events WHERE address = %s AND kind = 'SOFT_BOUNCE';
 
+-- name: soft_bounces_since
+-- (address, since): the window of TIDINGS_EMAIL_SOFT_BOUNCE_DAYS, on email_events_address.
+SELECT count(*) FROM email_events
+WHERE address = %s AND kind = 'SOFT_BOUNCE' AND created_at >= %s;
+
+-- name: append_delivery_detail
+-- (text, updated at, delivery id): returned mail joins what the log says of its delivery;
+-- bounded, since a delivery may hear back many times.
+UPDATE email_deliveries
+SET detail = substr(coalesce(detail || '; ', '') || %s, 1, 4000), updated_at = %s
+WHERE id = %s;
+
+-- name: move_delivery_state
+-- (new, updated at, id, current): a compare-and-set that keeps the detail (checked
+-- against DELIVERIES by its caller).
+UPDATE email_deliveries SET state = %s, updated_at = %s WHERE id = %s AND state = %s;
+
 -- limits (issue 33) ----------------------------------------------------------------------
 
 -- name: limit_settings
