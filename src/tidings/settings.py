@@ -91,6 +91,10 @@ class Settings:
                                              "domain).")
     email_daily_cap: int = _setting(0, "At most this many list emails to one recipient per "
                                     "local day (0: no cap).", low=0)
+    email_warmup: str | None = _setting(None, "A new sending domain's warm-up: its daily "
+                                        "caps day by day from its first send, e.g. "
+                                        "50,100,250,500,1000 (UTC days; no cap past the "
+                                        "last); none: no warm-up.")
     email_soft_bounces: int = _setting(3, "Soft bounces of one address within "
                                        "TIDINGS_EMAIL_SOFT_BOUNCE_DAYS that put it on the "
                                        "suppression list (0: never).", low=0)

@@ -4,8 +4,8 @@ an event; hard bounces and complaints put the address on the account suppression
 (reasons BOUNCE and COMPLAINT), as SES does, in the same transaction; soft bounces are
 counted, and `soft_bounces` of them within `soft_bounce_days` suppress too (reason BOUNCE).
 Each event matched to a delivery joins its detail (the log and the console show it), and a
-hard bounce turns a SENT delivery BOUNCED. Contact-list opt-outs are a different thing (`contacts.py`): a complaint stops
-all mail to the address, not one topic."""
+hard bounce turns a SENT delivery BOUNCED. Contact-list opt-outs are a different thing
+(`contacts.py`): a complaint stops all mail to the address, not one topic."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from tidings.model.email_events import EmailEvent, SoftBounceRule
 from tidings.model.paging import page_after, page_token
 from tidings.model.queues import check_range
 from tidings.store.base import ContactStore, DeliveryQuery, EmailStore
-
 
 log = logging.getLogger("tidings.email.returns")
 

@@ -138,6 +138,22 @@ class SqlEmail(SqlBase):
                                      {"address": address, "since": since}).fetchone()[0])
                     for address, since in wanted]
 
+    def take_warmup(self, day: int, ladder: Sequence[int],
+                    wanted: Sequence[tuple[str, int]]) -> list[int]:
+        granted = []
+        with self.driver.tx() as conn:
+            for domain, count in wanted:
+                conn.execute(self.q["warmup_open_day"], (domain, day))
+                (sent,) = conn.execute(self.q["warmup_sent_today"], (domain, day)).fetchone()
+                (first,) = conn.execute(self.q["warmup_first_day"], (domain,)).fetchone()
+                step = day - int(first)
+                room = count if step >= len(ladder) else max(ladder[step] - int(sent), 0)
+                take = min(count, room)
+                if take:
+                    conn.execute(self.q["warmup_add"], (take, domain, day))
+                granted.append(take)
+        return granted
+
     def list_deliveries(self, recipient: str | None, state: DeliveryState | None,
                         before: int | None, limit: int) -> list[Delivery]:
         args = {"before": NO_SEQ if before is None else before,

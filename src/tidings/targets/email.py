@@ -18,6 +18,8 @@ target's retry policy. Outcomes, as SES reports them:
   are held (`email/domain_holds.py`) and the delivery waits for the hold without an
   attempt counted; a 421 or a "slow down" to MAIL or DATA holds the whole relay
   (`email/relay.py`), the mail waiting in its line, also without an attempt;
+- the sending domain's warm-up cap for today is reached (`email/warmup.py`) → stays QUEUED
+  with the reason, paced to the next UTC day without an attempt counted;
 - the relay answers 5xx → BOUNCED with the reply, the refused addresses suppressed
   (reason BOUNCE), no retry;
 - 250 after DATA → SENT with the reply.
@@ -54,6 +56,7 @@ from tidings.email.smtp import (
     SmtpTemporaryError,
 )
 from tidings.email.templates import RenderingError
+from tidings.email.warmup import WarmUp, parse_ladder
 from tidings.errors import TemplateNotFound, TidingsError, ValidationError
 from tidings.model.email import (
     FINAL_STATES,
@@ -97,6 +100,8 @@ class EmailDelivery:
                                                wait_s=settings.smtp_relay_wait_s)
         self.limits: SendingLimits = sending_limits(settings.smtp_domain_rates)
         self.holds = DomainHolds(max_s=settings.smtp_backoff_max_s)
+        ladder = parse_ladder(settings.email_warmup)
+        self.warmup = WarmUp(service.store, bridge, service.clock, ladder) if ladder else None
         self.daily_cap = settings.email_daily_cap
         # Concurrent deliveries share one store trip for their reads and one transaction
         # for their outcomes (group commit); each still waits for its own result.
@@ -178,6 +183,12 @@ class EmailDelivery:
             raise DeliveryError("DomainHeld", f"the relay asked to slow down for {domain} "
                                 f"({why}); waiting {left:.3g} s", retry_after_s=left,
                                 hold_key=f"{EMAIL_DOMAIN_LIMIT}:{domain}")
+        if self.warmup is not None and (
+                wait := await self.warmup.pace(msg.from_address)) is not None:
+            why = self.warmup.cap_today(msg.from_address)
+            await self._record.submit(None, (replace(record, detail=why,
+                                               updated_at=self.service.clock.now_ms()), ()))
+            raise DeliveryError("WarmUpCap", why, retry_after_s=wait, hold_key="", paced=True)
         await self.limits.before_send(recipients)
         try:
             result = await self.smtp.send(self.relay, self._return_path(msg, record.id),

@@ -1119,3 +1119,24 @@ FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], 
 WHERE m.id = c.id AND m.queue_id = c.queue_id AND m.lease_token = c.token
   AND m.visible_at > c.now
 RETURNING m.id, c.token;
+
+-- email warm-up (issue 35) -----------------------------------------------------------------
+
+-- name: warmup_open_day
+-- (domain, day): today's row, so the count below has a row to lock and the first day is
+-- known from the first send.
+INSERT INTO email_warmup_days (domain, day, sent) VALUES (%s, %s, 0)
+ON CONFLICT (domain, day) DO NOTHING;
+
+-- name: warmup_sent_today
+-- (domain, day): today's count; the row locked, so two nodes granting at once count
+-- one after the other.
+SELECT sent FROM email_warmup_days WHERE domain = %s AND day = %s FOR UPDATE;
+
+-- name: warmup_first_day
+-- (domain): day 1 of its warm-up, on the primary key.
+SELECT min(day) FROM email_warmup_days WHERE domain = %s;
+
+-- name: warmup_add
+-- (count, domain, day)
+UPDATE email_warmup_days SET sent = sent + %s WHERE domain = %s AND day = %s;
