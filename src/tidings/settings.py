@@ -112,6 +112,15 @@ class Settings:
     bounce_listen: str | None = _setting(None, "host:port of the inbound SMTP listener for "
                                          "bounces (DSNs) and complaints (ARF reports); "
                                          "none: not started.")
+    sns_verify: bool = _setting(True, "Believe an SES notification only in an SNS message "
+                                "whose signature holds (and confirm an SNS subscription "
+                                "itself).")
+    sns_cert_host: str = _setting(r"sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?",
+                                  "The hosts (a regular expression of host or host:port) "
+                                  "SNS signing certificates and subscription links may "
+                                  "come from.")
+    sns_ca_file: str | None = _setting(None, "CA certificates to trust when fetching SNS "
+                                       "signing certificates (default: the system's).")
     insecure_unsubscribe_links: bool = _setting(
         False, "Deliver email from a node beyond loopback without an https "
         "TIDINGS_PUBLIC_URL (unsubscribe links mail providers refuse; warned once).")

@@ -25,11 +25,6 @@ from dataclasses import dataclass
 
 log = logging.getLogger("tidings.email.domains")
 
-#: The limit name the holds pause (`email:<domain>`), and what an operator may set a
-#: rate for (`tidings limit set email:gmail.com 20/s`).
-EMAIL_DOMAIN_LIMIT = "email"
-
-
 def domain_of(address: str) -> str:
     return address.rpartition("@")[2].strip().lower()
 

@@ -24,6 +24,7 @@ from tidings.email.daily_cap import over_daily_cap
 from tidings.email.identities import Identities
 from tidings.email.mime import Unsubscribe
 from tidings.email.sesv2 import RawEmailMessage, parse_send_email, send_email_document
+from tidings.email.sns import SnsVerifier
 from tidings.email.suppression import reason_of, suppression_key
 from tidings.email.templates import (
     CompiledEmailTemplate,
@@ -138,6 +139,7 @@ class EmailService:
         self._tokens: UnsubscribeTokens | None = None
         self.identities = Identities(store, clock, settings)
         self.contacts = ContactLists(store, clock)
+        self.sns = SnsVerifier(settings.sns_cert_host, settings.sns_ca_file)
         self.returns = ReturnedMail(store, clock, soft_bounces=settings.email_soft_bounces,
                                     soft_bounce_days=settings.email_soft_bounce_days)
 

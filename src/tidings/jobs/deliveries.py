@@ -17,7 +17,6 @@ import logging
 from typing import Any
 
 from tidings.clock import Clock
-from tidings.email.domain_holds import EMAIL_DOMAIN_LIMIT
 from tidings.errors import ValidationError
 from tidings.jobs.handlers import Handlers, Job
 from tidings.model.firings import DELIVERY_JOB, FiringContext, render_input
@@ -32,7 +31,7 @@ from tidings.schedules.firing_log import FiringLog, Outcome
 from tidings.targets.base import Attempt, DeliveryError, Reach
 from tidings.targets.deadletter import dead_letter_attributes
 from tidings.targets.email import EmailDelivery
-from tidings.targets.email_target import email_domain
+from tidings.targets.email_target import EMAIL_DOMAIN_LIMIT, email_domain
 from tidings.targets.guard import WebhookGuard
 from tidings.targets.registry import TARGETS, target_of
 from tidings.targets.webhook import WebhookSender

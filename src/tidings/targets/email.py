@@ -43,7 +43,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from tidings.email.deliverability import SendingLimits, sending_limits
-from tidings.email.domain_holds import EMAIL_DOMAIN_LIMIT, DomainHolds
+from tidings.email.domain_holds import DomainHolds
 from tidings.email.mime import DkimSigner, Outgoing, message_bytes
 from tidings.email.returns import verp_address
 from tidings.email.service import EmailService, Prepared
@@ -72,6 +72,7 @@ from tidings.runtime.batching import Batcher
 from tidings.runtime.bridge import Bridge
 from tidings.settings import Settings
 from tidings.targets.base import DeliveryError
+from tidings.targets.email_target import EMAIL_DOMAIN_LIMIT
 
 log = logging.getLogger("tidings.email")
 

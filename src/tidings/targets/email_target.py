@@ -48,6 +48,12 @@ def check_email_target(store: EmailStore, target: Target,
             known_templates.add(msg.template)
 
 
+#: The limit name of email deliveries, keyed by recipient domain (`email:<domain>`): what
+#: a relay's "slow down" for a domain pauses (email/domain_holds.py) and an operator may
+#: set a rate for (`tidings limit set email:gmail.com --rate 20/s`).
+EMAIL_DOMAIN_LIMIT = "email"
+
+
 def email_domain(body: dict[str, Any]) -> str | None:
     """The limit key's value of a delivery job's body: its first recipient's domain (None:
     not email), so a pause or limit on `email:<domain>` holds that domain's mail back
