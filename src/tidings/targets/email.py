@@ -146,7 +146,15 @@ class EmailDelivery:
             execution_id=ctx.execution_id if ctx.schedule_arn else None,
             schedule=f"{ctx.group}/{ctx.name}" if ctx.schedule_arn else None,
             template=msg.template, attempts=attempt,
-            document=json.dumps(delivery_job(ctx, target, body), ensure_ascii=False))
+            document=None)
+
+        def kept() -> Delivery:
+            """The record with what a resend needs (the delivery job): written only with
+            the outcomes an operator may resend, or a retry may end in (FAILED,
+            RENDERING_FAILURE, QUEUED); its encoding was a tenth of a SENT one's time."""
+            return replace(record, document=json.dumps(delivery_job(ctx, target, body),
+                                                       ensure_ascii=False))
+
         if prep.existing is not None and prep.existing.state in FINAL_STATES:
             # A redelivery after a crash between the send and its acknowledgement: the log
             # row of this execution id is final, so the mail is not sent twice.
@@ -156,10 +164,10 @@ class EmailDelivery:
             return "duplicate"
         if isinstance(failure, TemplateNotFound):
             # What SES's SendEmail answers, and its code, which the DLQ event carries
-            await self._final(record, DeliveryState.RENDERING_FAILURE, failure.message)
+            await self._final(kept(), DeliveryState.RENDERING_FAILURE, failure.message)
             raise DeliveryError("NotFoundException", failure.message, retryable=False)
         if failure is not None:
-            await self._final(record, DeliveryState.FAILED, failure.message)
+            await self._final(kept(), DeliveryState.FAILED, failure.message)
             raise DeliveryError(type(failure).__name__, failure.message, retryable=False)
         recipients, held_back = prep.held_back(msg.recipients)
         if prep.capped and recipients:
@@ -175,7 +183,7 @@ class EmailDelivery:
         try:
             data = self._message_bytes(msg, prep, record.message_id, now)
         except RenderingError as exc:
-            await self._final(record, DeliveryState.RENDERING_FAILURE, str(exc))
+            await self._final(kept(), DeliveryState.RENDERING_FAILURE, str(exc))
             raise DeliveryError("RenderingFailure", str(exc), retryable=False) from None
         if not self.relay:  # only nodes with a relay consume the email queue
             raise DeliveryError("NoRelay", NO_RELAY)
@@ -187,7 +195,7 @@ class EmailDelivery:
         if self.warmup is not None and (
                 wait := await self.warmup.pace(msg.from_address)) is not None:
             why = self.warmup.cap_today(msg.from_address)
-            await self._record.submit(None, (replace(record, detail=why,
+            await self._record.submit(None, (replace(kept(), detail=why,
                                                updated_at=self.service.clock.now_ms()), ()))
             raise DeliveryError("WarmUpCap", why, retry_after_s=wait, hold_key="", paced=True)
         await self.limits.before_send(recipients)
@@ -197,12 +205,12 @@ class EmailDelivery:
         except SmtpSlowDown as exc:
             wait = self.holds.hold(exc.domains, str(exc))
             await self._record.submit(None, (replace(
-                record, detail=f"{exc}; {', '.join(exc.domains)} held for {wait:g} s",
+                kept(), detail=f"{exc}; {', '.join(exc.domains)} held for {wait:g} s",
                 updated_at=self.service.clock.now_ms()), ()))
             raise DeliveryError(f"SMTP{exc.code}", str(exc), retry_after_s=wait,
                                 hold_key=f"{EMAIL_DOMAIN_LIMIT}:{exc.domains[0]}") from None
         except SmtpTemporaryError as exc:
-            await self._record.submit(None, (replace(record, detail=str(exc)[:2000],
+            await self._record.submit(None, (replace(kept(), detail=str(exc)[:2000],
                                                updated_at=self.service.clock.now_ms()), ()))
             raise DeliveryError(f"SMTP{exc.code}" if exc.code else "SMTPConnection",
                                 str(exc)) from None

@@ -7,6 +7,7 @@ the native API) do not load an SMTP client to do so.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -52,6 +53,8 @@ def check_email_target(store: EmailStore, target: Target,
 #: a relay's "slow down" for a domain pauses (email/domain_holds.py) and an operator may
 #: set a rate for (`tidings limit set email:gmail.com --rate 20/s`).
 EMAIL_DOMAIN_LIMIT = "email"
+#: The first To address of a SendEmail document's JSON text, when it has no escapes.
+_FIRST_TO = re.compile(r'"ToAddresses"\s*:\s*\[\s*"([^"\\]+)"')
 
 
 def email_domain(body: dict[str, Any]) -> str | None:
@@ -62,8 +65,11 @@ def email_domain(body: dict[str, Any]) -> str | None:
     target = body.get("target")
     if not isinstance(target, dict) or target.get("kind") != TargetKind.EMAIL.value:
         return None
+    text = body.get("input") or "{}"
+    if isinstance(text, str) and (m := _FIRST_TO.search(text)) and "@" in m.group(1):
+        return domain_of(m.group(1).rstrip("> ")) or None  # a third of a parse's time
     try:
-        doc = json.loads(body.get("input") or "{}")
+        doc = json.loads(text)
         dest = doc["Destination"]
         first = (dest.get("ToAddresses") or dest.get("CcAddresses")
                  or dest.get("BccAddresses"))[0]
