@@ -151,7 +151,8 @@ class EmailDelivery:
         def kept() -> Delivery:
             """The record with what a resend needs (the delivery job): written only with
             the outcomes an operator may resend, or a retry may end in (FAILED,
-            RENDERING_FAILURE, QUEUED); its encoding was a tenth of a SENT one's time."""
+            RENDERING_FAILURE, QUEUED). Its JSON was a tenth of this method's time for
+            a SENT delivery, which never needs it (bench/email.py)."""
             return replace(record, document=json.dumps(delivery_job(ctx, target, body),
                                                        ensure_ascii=False))
 
