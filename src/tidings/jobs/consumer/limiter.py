@@ -273,7 +273,7 @@ class Limiter:
         node, and send the job back until then without burning an attempt."""
         now = self.clock.now_ms()
         until = now + int(exc.seconds * 1000)
-        keys = [exc.key] if exc.key else [r.key for r in work.rules]
+        keys = ([exc.key] if exc.key else [r.key for r in work.rules]) if exc.pause else []
         for key in keys:
             self.book.paused(key, until)
             rule = next((r for r in work.rules if r.key == key), KeyRule(key, None, None, None))
