@@ -85,7 +85,7 @@ class Tidings(AbstractContextManager["Tidings"]):
                                          email_rate_per_s=self.settings.smtp_max_rate)
         self.overview = OverviewService(self.store, self.clock, self.queues)
         self.audit = AuditService(self.store, self.clock)
-        self.limits = LimitService(self.store, self.clock)
+        self.limits = LimitService(self.store, self.clock, self.notifier)
         self.schedule_search = ScheduleSearch(self.store, self.clock)
         self.campaign_views = CampaignViews(self.store, self.clock)
         self.firing_log = FiringLog(self.store, self.clock,

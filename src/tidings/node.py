@@ -28,6 +28,7 @@ from tidings.errors import SchemaTooNew, ValidationError
 from tidings.jobs.consumers import Consumer
 from tidings.jobs.deliveries import Targets, delivery_app
 from tidings.jobs.handlers import Handlers
+from tidings.limits.book import LimitBook
 from tidings.ops.nodes import Heartbeat
 from tidings.ops.schema_guard import SchemaGuard
 from tidings.ops.sweeper import Sweeper
@@ -117,25 +118,28 @@ class Node:
                                t.webhook_secret(),
                                email=EmailDelivery(t.email, self.bridge, settings),
                                webhook_guard=t.schedules.webhook_guard)
+        # One copy of the limits for the whole node, woken when they change.
+        self.book = LimitBook(t.store, t.clock, self.bridge, t.notifier,
+                              fallback_s=settings.poll_fallback_s)
         self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock, self.bridge,
                                                   firings=t.firing_log), t.queues,
                                    self.bridge, concurrency=settings.concurrency,
                                    grace_s=settings.shutdown_grace_s, health=self.health,
-                                   poll_fallback_s=settings.poll_fallback_s)
+                                   poll_fallback_s=settings.poll_fallback_s, book=self.book)
         self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, VERSION)
         self.schema_guard = SchemaGuard(t.store, self.bridge,
                                         warned_at_open=t.schema_status().database)
         self.pushers = Pushers(t.push, self.bridge, grace_s=settings.shutdown_grace_s,
                                refresh_s=settings.poll_fallback_s, health=self.health)
-        self.services += [firing, self.deliveries, self.heartbeat, self.schema_guard,
-                          self.pushers]
+        self.services += [self.book, firing, self.deliveries, self.heartbeat,
+                          self.schema_guard, self.pushers]
         if settings.smtp_url:
             self.services.append(Consumer(
                 delivery_app(self.targets, t.queues, t.clock, self.bridge, queue=EMAIL_QUEUE,
                              firings=t.firing_log), t.queues,
                 self.bridge, concurrency=settings.concurrency,
                 grace_s=settings.shutdown_grace_s, health=self.health,
-                poll_fallback_s=settings.poll_fallback_s))
+                poll_fallback_s=settings.poll_fallback_s, book=self.book))
         else:
             log.warning("no SMTP relay (--smtp-url or TIDINGS_SMTP_URL): this node sends no "
                         "email; accepted email waits in the %s queue for a node with a relay",
@@ -153,7 +157,7 @@ class Node:
             self.consumer = Consumer(app, t.queues, self.bridge,
                                      concurrency=settings.concurrency,
                                      grace_s=settings.shutdown_grace_s, health=self.health,
-                                     poll_fallback_s=settings.poll_fallback_s)
+                                     poll_fallback_s=settings.poll_fallback_s, book=self.book)
             self.services.append(self.consumer)
         self._stopped = asyncio.Event()
 

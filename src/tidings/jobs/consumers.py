@@ -65,9 +65,12 @@ class Consumer:
 
     def __init__(self, app: Handlers, queues: QueueService, bridge: Bridge, *,
                  concurrency: int, grace_s: float, health: Health | None = None,
-                 poll_fallback_s: float = POLL_FALLBACK_S) -> None:
+                 poll_fallback_s: float = POLL_FALLBACK_S,
+                 book: LimitBook | None = None) -> None:
         """`poll_fallback_s`: how long an empty queue is left without a look when no
-        wake-up comes (TIDINGS_POLL_FALLBACK_S)."""
+        wake-up comes (TIDINGS_POLL_FALLBACK_S). `book`: the node's limit book, which the
+        node runs; without one, the consumer runs a book of its own (when its handlers
+        declare limits)."""
         self.app = app
         self.poll_fallback_s = poll_fallback_s
         self.queues = queues
@@ -90,7 +93,9 @@ class Consumer:
                                              else concurrency))
         self.admission = Admission(ledger, self.runner, concurrency=concurrency,
                                    prefetch=app.prefetch)
-        self.book = LimitBook(queues.store, queues.clock)
+        self.own_book = book is None
+        self.book = book or LimitBook(queues.store, queues.clock, bridge, queues.notifier,
+                                      fallback_s=poll_fallback_s)
         self.limiter = Limiter(ledger, jobs, bridge, self.book, queues.clock,
                                run_ready=self.runner.admit,
                                free_slots=self.runner.free_slots,
@@ -130,9 +135,10 @@ class Consumer:
         pace = asyncio.create_task(self.admission.run(), name="prefetch")
         waiting = asyncio.create_task(self.keys.run(self.served, self.stopping),
                                       name="waiting")
-        limits = [asyncio.create_task(self.book.run(self.bridge, self.stopping), name="book"),
-                  asyncio.create_task(self.limiter.run(self.stopping), name="limiter")
+        limits = [asyncio.create_task(self.limiter.run(self.stopping), name="limiter")
                   ] if self.limited else []
+        if self.limited and self.own_book:
+            limits.append(asyncio.create_task(self.book.run(), name="book"))
         try:
             await self.stopping.wait()
         finally:
@@ -153,6 +159,8 @@ class Consumer:
         self.ledger.freed.set()  # a poller waiting for room sees the stop
         self.ledger.key_released.set()  # so does the waiting duplicates' loop
         self.limiter.kick.set()  # and the limiter's
+        if self.own_book:
+            self.book.stop()
         self.runner.stop()
 
     def _count_held_back(self, n: int) -> None:
@@ -161,7 +169,7 @@ class Consumer:
     def _declare_limits(self) -> None:
         """The app's declared limits, created or updated to what the code says, then read
         (so the first jobs already see them)."""
-        LimitService(self.queues.store, self.queues.clock).declare(
+        LimitService(self.queues.store, self.queues.clock, self.queues.notifier).declare(
             self.app.limit_settings(self.queues.clock.now_ms()))
         self.book.refresh()
 
