@@ -103,6 +103,9 @@ class Node:
         ensure_internal_queues(t.queues)
         if isinstance(app, App):
             app.start(t)  # its queues and periodic schedules; its sends go to this node
+        # One copy of the limits for the whole node, woken when they change.
+        self.book = LimitBook(t.store, t.clock, self.bridge, t.notifier,
+                              fallback_s=settings.poll_fallback_s)
         self.dispatcher: Dispatcher | None = None
         self.dispatcher_process: DispatcherProcess | None = None
         firing: Service
@@ -113,14 +116,11 @@ class Node:
             firing = self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock,
                                                   t.notifier, self.bridge,
                                                   idle_poll_s=settings.poll_fallback_s,
-                                                  health=self.health)
+                                                  health=self.health, book=self.book)
         self.targets = Targets(t.queues, self.bridge, app.functions if app else {},
                                t.webhook_secret(),
                                email=EmailDelivery(t.email, self.bridge, settings),
                                webhook_guard=t.schedules.webhook_guard)
-        # One copy of the limits for the whole node, woken when they change.
-        self.book = LimitBook(t.store, t.clock, self.bridge, t.notifier,
-                              fallback_s=settings.poll_fallback_s)
         self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock, self.bridge,
                                                   firings=t.firing_log), t.queues,
                                    self.bridge, concurrency=settings.concurrency,

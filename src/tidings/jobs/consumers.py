@@ -47,7 +47,7 @@ from tidings.jobs.consumer.keys import JobKeys
 from tidings.jobs.consumer.limiter import Limiter
 from tidings.jobs.consumer.poller import Poller
 from tidings.jobs.consumer.runner import Runner
-from tidings.jobs.consumer.work import JobState, Ledger, ServedQueue
+from tidings.jobs.consumer.work import JobState, Ledger, ServedQueue, Work
 from tidings.jobs.handlers import Handlers, Job
 from tidings.limits.book import LimitBook
 from tidings.limits.service import LimitService
@@ -163,8 +163,10 @@ class Consumer:
             self.book.stop()
         self.runner.stop()
 
-    def _count_held_back(self, n: int) -> None:
-        self.runner.held_back += n
+    def _count_held_back(self, works: list[Work]) -> None:
+        self.runner.held_back += len(works)
+        if self.app.on_held_back is not None:
+            self.app.on_held_back([w.job for w in works if w.job is not None])
 
     def _declare_limits(self) -> None:
         """The app's declared limits, created or updated to what the code says, then read

@@ -48,6 +48,9 @@ class LimitBook:
     refresh_s: float = REFRESH_S
     settings: dict[str, LimitSetting] = field(default_factory=dict)
     pauses: dict[str, int] = field(default_factory=dict)
+    #: The limit names any setting or pause is stored under (`export` for `export:c-42`):
+    #: a job's key of another name needs no working out at all.
+    names: frozenset[str] = frozenset()
     #: Told after each read (the limiters: their gauges start or stop with the limits).
     watchers: list[Callable[[], None]] = field(default_factory=list)
     reads: int = 0
@@ -57,6 +60,7 @@ class LimitBook:
         """Read the settings and pauses again (on the store's thread)."""
         self.settings = {s.key: s for s in self.store.limit_settings()}
         self.pauses = self.store.limit_pauses(self.clock.now_ms())
+        self.names = frozenset(k.partition(":")[0] for k in (*self.settings, *self.pauses))
         self.reads += 1
 
     @property
@@ -87,6 +91,7 @@ class LimitBook:
         """A pause this node just wrote: known here at once."""
         if until > self.pauses.get(key, 0):
             self.pauses[key] = until
+            self.names |= {key.partition(":")[0]}
 
     async def run(self) -> None:
         notifier, bridge = self.notifier, self.bridge

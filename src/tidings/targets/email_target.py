@@ -7,7 +7,7 @@ the native API) do not load an SMTP client to do so.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from typing import ClassVar
 
 from tidings.email.sesv2 import parse_send_email
@@ -17,7 +17,15 @@ from tidings.model.firings import FiringContext, delivery_job, render_input
 from tidings.model.queues import EMAIL_QUEUE
 from tidings.model.schedules import Target, TargetKind
 from tidings.store.base import EmailStore
-from tidings.targets.base import Attempt, DeliveryError, Outcomes, Reach, TargetChecks, one_by_one
+from tidings.targets.base import (
+    Attempt,
+    DeliveryError,
+    LimitPlace,
+    Outcomes,
+    Reach,
+    TargetChecks,
+    one_by_one,
+)
 
 
 def check_email_target(store: EmailStore, target: Target,
@@ -64,8 +72,23 @@ class EmailTarget:
                            template_must_exist=checks.must_exist)
         return True
 
-    def limits_key(self, target: Target) -> str:
-        return "email:relay"  # one relay per node (TIDINGS_SMTP_URL), whatever the sender
+    def limit_keys(self, target: Target, body: str | None, place: LimitPlace,
+                   wanted: Container[str]) -> dict[str, str]:
+        """The node's relay (TIDINGS_SMTP_URL's host: every sender's mail goes through it)
+        and the first recipient's domain (a message to several domains counts against the
+        first one's)."""
+        keys = {}
+        if "smtp" in wanted and place.smtp_relay:
+            keys["smtp"] = place.smtp_relay
+        if "email-domain" in wanted and body:
+            try:
+                recipients = parse_send_email(body).recipients
+            except ValidationError:
+                recipients = ()  # the delivery will say what is wrong with it
+            domain = recipients[0].rpartition("@")[2].lower() if recipients else ""
+            if domain:
+                keys["email-domain"] = domain
+        return keys
 
     def aws_arn(self, target: Target, region: str, account: str) -> str:
         return "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"  # the universal target

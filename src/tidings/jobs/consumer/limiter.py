@@ -57,7 +57,7 @@ class Limiter:
     def __init__(self, ledger: Ledger, jobs: Jobs, bridge: Bridge, book: LimitBook,
                  clock: Clock, *, run_ready: Callable[[Iterable[Work]], None],
                  free_slots: Callable[[], int],
-                 count_held_back: Callable[[int], None] = lambda n: None) -> None:
+                 count_held_back: Callable[[list[Work]], None] = lambda works: None) -> None:
         self.ledger = ledger
         self.jobs = jobs
         self.bridge = bridge
@@ -92,7 +92,10 @@ class Limiter:
             assert job is not None
             bound = work.queue.registrations[job.type].limits
             rules: list[KeyRule] = []
+            names = book.names
             for limit in bound:
+                if limit.name not in names:
+                    continue  # nothing limits or pauses a key of it: not worked out
                 key = limit.key(job)
                 if key is not None and (rule := book.rule(key, limit.name)) is not None:
                     rules.append(rule)
@@ -268,7 +271,7 @@ class Limiter:
                 for rule in work.rules:
                     self._waiting.setdefault(rule.key, {})[work.held.message.message_id] = until
         self.ledger.move_all(works, JobState.GONE)
-        self.count_held_back(len(works))
+        self.count_held_back(works)
 
     def retry_after(self, work: Work, exc: RetryAfter) -> None:
         """The handler said the downstream pushed back (STARTED): pause its keys on every
