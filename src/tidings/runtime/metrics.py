@@ -124,6 +124,16 @@ LIMIT_HELD_FIRINGS = Counter("tidings_limit_held_firings",
                              "occurrence left due for later, a delivery sent back to wait in "
                              "its queue (neither counts as an attempt)", ["kind"],
                              registry=REGISTRY)
+
+
+def by_label(metric: Gauge | Counter, label: str) -> dict[str, float]:
+    """A labelled metric's values in this process, by the label's value (a counter's
+    totals): what the console shows beside what the store says."""
+    return {sample.labels[label]: sample.value for family in metric.collect()
+            for sample in family.samples
+            if label in sample.labels and not sample.name.endswith("_created")}
+
+
 DISPATCHER_STARTS = Counter("tidings_dispatcher_process_starts",
                             "Dispatcher processes this node started (more than one: restarts)",
                             registry=REGISTRY)
