@@ -6,6 +6,7 @@ import secrets
 import threading
 from contextlib import AbstractContextManager
 from typing import Any
+from urllib.parse import urlsplit
 
 from tidings.campaigns.service import CampaignService
 from tidings.campaigns.views import CampaignViews
@@ -27,6 +28,7 @@ from tidings.settings import Settings
 from tidings.store import Create, open_store, sqlite_path
 from tidings.store.base import Store
 from tidings.store.migrate import SchemaStatus
+from tidings.targets.base import LimitPlace
 from tidings.targets.guard import WebhookGuard
 
 
@@ -81,13 +83,16 @@ class Tidings(AbstractContextManager["Tidings"]):
             webhook_guard=guard,
             sender_check=self.email.identities.check_sender,
             wake_horizon_ms=self.wake_horizon_ms)
+        relay = self.settings.smtp_url
+        relay_host = (urlsplit(relay).hostname or relay) if relay else None
         self.campaigns = CampaignService(self.store, self.clock, self.notifier, self.schedules,
-                                         email_rate_per_s=self.settings.smtp_max_rate)
+                                         email_rate_per_s=self.settings.smtp_max_rate,
+                                         smtp_relay=relay_host)
         self.overview = OverviewService(self.store, self.clock, self.queues)
         self.audit = AuditService(self.store, self.clock)
-        self.limits = LimitService(self.store, self.clock)
+        self.limits = LimitService(self.store, self.clock, self.notifier)
         self.schedule_search = ScheduleSearch(self.store, self.clock)
-        self.campaign_views = CampaignViews(self.store, self.clock)
+        self.campaign_views = CampaignViews(self.store, self.clock, LimitPlace(relay_host))
         self.firing_log = FiringLog(self.store, self.clock,
                                     keep_ms=self.settings.firing_history_s * 1000)
 

@@ -263,6 +263,7 @@ async def _report_metrics(wire: _Wire, stop: asyncio.Event, moved: asyncio.Event
 
 async def _serve(first: dict[str, Any], out: IO[bytes]) -> None:
     from tidings.client import Tidings
+    from tidings.limits.book import LimitBook
     from tidings.runtime.bridge import Bridge
     from tidings.schedules.dispatcher import Dispatcher
 
@@ -286,27 +287,33 @@ async def _serve(first: dict[str, Any], out: IO[bytes]) -> None:
     health = Health(export=False, on_change=lambda troubles: wire.send("h " + json.dumps(
         {name: trouble.reason for name, trouble in troubles.items()})))
     try:
+        # Its own copy of the limits (queue targets), woken as the node's is.
+        book = LimitBook(t.store, t.clock, bridge, t.notifier,
+                         fallback_s=settings.poll_fallback_s)
         dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock,
                                 _ForwardingNotifier(t.notifier, wire, passed), bridge,
                                 idle_poll_s=settings.poll_fallback_s,
-                                health=health)
+                                health=health, book=book)
         threading.Thread(target=_read_wakeups, args=(sys.stdin.buffer, t.notifier, stop_soon),
                          name="tidings-wakeups", daemon=True).start()
         # What was built so far lives as long as the process (node.freeze_startup_objects).
         gc.collect()
         gc.freeze()
         task = asyncio.create_task(dispatcher.run())
+        reading = asyncio.create_task(book.run())
         reporter = asyncio.create_task(_report_metrics(wire, stop, moved))
         wire.send("ready")
         stopping = asyncio.create_task(stop.wait())
         await asyncio.wait([task, stopping], return_when=asyncio.FIRST_COMPLETED)
         dispatcher.stop()
+        book.stop()
         stopping.cancel()
         try:
             await task  # a pass under way completes; a dispatcher that died says why
         finally:
             stop.set()
             await reporter
+            await reading
     finally:
         bridge.close()
         t.close()

@@ -28,6 +28,7 @@ from tidings.errors import SchemaTooNew, ValidationError
 from tidings.jobs.consumers import Consumer
 from tidings.jobs.deliveries import Targets, delivery_app
 from tidings.jobs.handlers import Handlers
+from tidings.limits.book import LimitBook
 from tidings.ops.nodes import Heartbeat
 from tidings.ops.schema_guard import SchemaGuard
 from tidings.ops.sweeper import Sweeper
@@ -102,6 +103,9 @@ class Node:
         ensure_internal_queues(t.queues)
         if isinstance(app, App):
             app.start(t)  # its queues and periodic schedules; its sends go to this node
+        # One copy of the limits for the whole node, woken when they change.
+        self.book = LimitBook(t.store, t.clock, self.bridge, t.notifier,
+                              fallback_s=settings.poll_fallback_s)
         self.dispatcher: Dispatcher | None = None
         self.dispatcher_process: DispatcherProcess | None = None
         firing: Service
@@ -112,7 +116,7 @@ class Node:
             firing = self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock,
                                                   t.notifier, self.bridge,
                                                   idle_poll_s=settings.poll_fallback_s,
-                                                  health=self.health)
+                                                  health=self.health, book=self.book)
         self.targets = Targets(t.queues, self.bridge, app.functions if app else {},
                                t.webhook_secret(),
                                email=EmailDelivery(t.email, self.bridge, settings),
@@ -121,21 +125,21 @@ class Node:
                                                   firings=t.firing_log), t.queues,
                                    self.bridge, concurrency=settings.concurrency,
                                    grace_s=settings.shutdown_grace_s, health=self.health,
-                                   poll_fallback_s=settings.poll_fallback_s)
+                                   poll_fallback_s=settings.poll_fallback_s, book=self.book)
         self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, VERSION)
         self.schema_guard = SchemaGuard(t.store, self.bridge,
                                         warned_at_open=t.schema_status().database)
         self.pushers = Pushers(t.push, self.bridge, grace_s=settings.shutdown_grace_s,
                                refresh_s=settings.poll_fallback_s, health=self.health)
-        self.services += [firing, self.deliveries, self.heartbeat, self.schema_guard,
-                          self.pushers]
+        self.services += [self.book, firing, self.deliveries, self.heartbeat,
+                          self.schema_guard, self.pushers]
         if settings.smtp_url:
             self.services.append(Consumer(
                 delivery_app(self.targets, t.queues, t.clock, self.bridge, queue=EMAIL_QUEUE,
                              firings=t.firing_log), t.queues,
                 self.bridge, concurrency=settings.concurrency,
                 grace_s=settings.shutdown_grace_s, health=self.health,
-                poll_fallback_s=settings.poll_fallback_s))
+                poll_fallback_s=settings.poll_fallback_s, book=self.book))
         else:
             log.warning("no SMTP relay (--smtp-url or TIDINGS_SMTP_URL): this node sends no "
                         "email; accepted email waits in the %s queue for a node with a relay",
@@ -153,7 +157,7 @@ class Node:
             self.consumer = Consumer(app, t.queues, self.bridge,
                                      concurrency=settings.concurrency,
                                      grace_s=settings.shutdown_grace_s, health=self.health,
-                                     poll_fallback_s=settings.poll_fallback_s)
+                                     poll_fallback_s=settings.poll_fallback_s, book=self.book)
             self.services.append(self.consumer)
         self._stopped = asyncio.Event()
 

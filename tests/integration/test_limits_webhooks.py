@@ -5,8 +5,9 @@ its deliveries to it."""
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from prometheus_client import generate_latest
@@ -30,11 +31,14 @@ def t(db_url: str) -> Iterator[Tidings]:
 
 
 class Host:
-    """Answers 429 with `Retry-After: 1` to the first `pushbacks` requests, then 200 after
-    `hold_s`; records each request's arrival, end and attempt header."""
+    """Answers 429 with `Retry-After` (`retry_after()`: 1 second) to the first `pushbacks`
+    requests, then 200 after `hold_s`; records each request's arrival, end and attempt
+    header."""
 
-    def __init__(self, pushbacks: int = 0, hold_s: float = 0.0) -> None:
+    def __init__(self, pushbacks: int = 0, hold_s: float = 0.0,
+                 retry_after: Callable[[], str] = lambda: "1") -> None:
         self.pushbacks = pushbacks
+        self.retry_after = retry_after
         self.hold_s = hold_s
         self.log: list[tuple[float, float, str, int]] = []  # start, end, attempt, status
         self.running = 0
@@ -47,7 +51,7 @@ class Host:
             self.pushbacks -= 1
             self.log.append((start, start, attempt, 429))
             return PlainTextResponse("slow down", status_code=429,
-                                     headers={"retry-after": "1"})
+                                     headers={"retry-after": self.retry_after()})
         self.running += 1
         self.peak = max(self.peak, self.running)
         await asyncio.sleep(self.hold_s)
@@ -78,9 +82,17 @@ def run_node(t: Tidings, until: object, timeout: float = 30.0) -> None:
     run_until(node, until, timeout=timeout)  # type: ignore[arg-type]
 
 
-def test_a_429_with_retry_after_pauses_the_host_and_burns_no_attempt(t: Tidings) -> None:
+def in_two_seconds() -> str:
+    """An HTTP-date (IMF-fixdate) 1 to 2 s ahead (it has whole seconds)."""
+    return email.utils.formatdate(time.time() + 2, usegmt=True)
+
+
+@pytest.mark.parametrize("retry_after", [lambda: "1", in_two_seconds],
+                         ids=["delay-seconds", "http-date"])
+def test_a_429_with_retry_after_pauses_the_host_and_burns_no_attempt(
+        t: Tidings, retry_after: Callable[[], str]) -> None:
     t.queues.create_queue("hook-dlq")
-    host = Host(pushbacks=1)
+    host = Host(pushbacks=1, retry_after=retry_after)
     with running_server(host.app()) as base:
         t.schedules.create(webhook("first", base))
         run_node(t, lambda: len(host.log) >= 1)

@@ -284,3 +284,20 @@ def test_the_console_signs_in_with_the_same_tokens(url: str) -> None:
         signed = c.post("/ui/signin", data={"token": READ, "next": "/ui/queues"})
         assert signed.status_code == 303
         assert c.get("/ui/queues").status_code == 200
+
+
+def test_the_consoles_limit_changes_need_the_admin_scope(url: str) -> None:
+    """As over the API: an operate token sees the limits page but cannot change a limit;
+    an admin's change needs the page's CSRF token."""
+    form = {"key": "partner", "rate": "5/s", "back": "/ui/limits"}
+    for token, allowed in ((OPERATE_TOKEN, False), (ADMIN, True)):
+        with httpx.Client(base_url=url) as c:
+            c.post("/ui/signin", data={"token": token, "next": "/ui/limits"})
+            page = c.get("/ui/limits")
+            assert page.status_code == 200 and ('id="set-limit"' in page.text) is allowed
+            assert c.post("/ui/limits/set", data=form).status_code == 403  # no CSRF token
+            csrf = page.text.split('name="csrf" value="', 1)[1].split('"', 1)[0]
+            done = c.post("/ui/limits/set", data={**form, "csrf": csrf})
+            assert done.status_code == (303 if allowed else 403)
+    with httpx.Client(base_url=url, headers={"authorization": f"Bearer {READ}"}) as c:
+        assert c.get("/v1/limits/partner").json()["rate"] == "5/s"  # the admin's, once

@@ -29,9 +29,9 @@ ALLOWED = {
     "queues": STORAGE | {"runtime", "queues"},
     "email": STORAGE | {"runtime", "queues", "email", "settings"},
     "targets": STORAGE | {"runtime", "queues", "email", "targets", "settings"},
-    "schedules": STORAGE | {"runtime", "queues", "email", "targets", "schedules"},
+    "schedules": STORAGE | {"runtime", "queues", "email", "targets", "schedules", "limits"},
     "jobs": STORAGE | {"runtime", "queues", "targets", "schedules", "jobs", "limits"},
-    "campaigns": STORAGE | {"runtime", "email", "schedules", "campaigns"},
+    "campaigns": STORAGE | {"runtime", "email", "targets", "schedules", "campaigns"},
     "ops": STORAGE | {"runtime", "queues", "schedules", "ops"},
     "push": STORAGE | {"runtime", "queues", "targets", "push"},
 }

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 from tidings.campaigns.fanout import FanoutOptions, FanoutProgress, FanoutSummary, run_fanout
+from tidings.campaigns.limited import limited_keys, spread_by_rate
 from tidings.clock import Clock
 from tidings.errors import ScheduleNotFound, ValidationError
 from tidings.model.campaigns import (
@@ -41,15 +42,17 @@ from tidings.store.base import (
     ContactStore,
     DeliveryQuery,
     EmailStore,
+    LimitStore,
     ScheduleStore,
     StoreRuntime,
 )
+from tidings.targets.base import LimitPlace
 
 
 class CampaignServiceStore(CampaignStore, ContactStore, EmailStore, ScheduleStore, StoreRuntime,
-                           Protocol):
+                           LimitStore, Protocol):
     """What this module asks of the store: campaigns, their schedules and their deliveries,
-    and what the fan-out it runs writes (`FanoutStore`)."""
+    what the fan-out it runs writes (`FanoutStore`), and the limits the forecast shows."""
 
 RESUME_PAGE = 5_000
 FAILED_STATES = ("FAILED", "BOUNCED", "RENDERING_FAILURE")
@@ -89,6 +92,8 @@ class Forecast:
     firings: dict[str, list[int]]  # by target kind, when they are due
     email_rate_per_s: float = 0.0
     email_sent: list[int] = field(default_factory=list)  # after the send rate, if any
+    #: Per limit key with a rate: when its firings start and drain (`LimitedKey.to_json`).
+    limited: list[dict[str, Any]] = field(default_factory=list)
 
     def total(self, series: dict[str, list[int]]) -> list[int]:
         out = [0] * self.buckets
@@ -101,30 +106,16 @@ class Forecast:
         return {"start_ms": self.start_ms, "bucket_ms": self.bucket_ms,
                 "buckets": self.buckets, "occurrences": self.occurrences,
                 "firings": self.firings, "email_rate_per_s": self.email_rate_per_s,
-                "email_sent": self.email_sent}
-
-
-def spread_by_rate(counts: list[int], per_bucket: float) -> list[int]:
-    """What a sender limited to `per_bucket` messages per bucket sends in each bucket: the
-    excess waits for the next one (a backlog carried forward). Unused capacity is not
-    banked (a rate limit, not a quota), except the fraction of a message a slow rate
-    needs to reach the next whole one."""
-    keep = 1.0 if per_bucket < 1 else per_bucket % 1
-    out, backlog, credit = [], 0, 0.0
-    for c in counts:
-        backlog += c
-        credit += per_bucket
-        sent = min(backlog, int(credit))
-        credit = min(credit - sent, keep)
-        backlog -= sent
-        out.append(sent)
-    return out
+                "email_sent": self.email_sent, "limited": self.limited}
 
 
 class CampaignService:
     def __init__(self, store: CampaignServiceStore, clock: Clock, notifier: Notifier,
-                 schedules: ScheduleService, *, email_rate_per_s: float = 0.0) -> None:
+                 schedules: ScheduleService, *, email_rate_per_s: float = 0.0,
+                 smtp_relay: str | None = None) -> None:
+        """`smtp_relay`: the host of TIDINGS_SMTP_URL (the forecast's `smtp:<relay>`)."""
         self.store = store
+        self.limit_place = LimitPlace(smtp_relay)
         self.clock = clock
         self.notifier = notifier
         self.schedules = schedules
@@ -239,4 +230,10 @@ class CampaignService:
         sent: list[int] = []
         if self.email_rate_per_s > 0 and "email" in firings:
             sent = spread_by_rate(firings["email"], self.email_rate_per_s * bucket / 1000)
-        return Forecast(start, bucket, n, series(True), firings, self.email_rate_per_s, sent)
+        settings = {s.key: s for s in self.store.limit_settings()}
+        limited = [k.to_json() for k in limited_keys(
+            self.store.firing_counts_by_destination(start, end, bucket), settings,
+            start_ms=start, bucket_ms=bucket, buckets=n, place=self.limit_place)
+        ] if any(s.rate for s in settings.values()) else []
+        return Forecast(start, bucket, n, series(True), firings, self.email_rate_per_s, sent,
+                        limited)

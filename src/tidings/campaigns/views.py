@@ -6,17 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from tidings.campaigns.limited import LimitedKey, limited_keys
 from tidings.clock import Clock
 from tidings.errors import ScheduleNotFound, ValidationError
 from tidings.model.campaigns import recipient_key
 from tidings.model.schedules import Schedule
 from tidings.model.states import DeliveryState
-from tidings.store.base import CampaignStore, EmailStore, NodeStore, ScheduleStore
+from tidings.store.base import CampaignStore, EmailStore, LimitStore, NodeStore, ScheduleStore
+from tidings.targets.base import LimitPlace
 
 
-class CampaignViewStore(CampaignStore, EmailStore, NodeStore, ScheduleStore, Protocol):
-    """What this module asks of the store: campaigns, their schedules and deliveries, and
-    the console's indexes."""
+class CampaignViewStore(CampaignStore, EmailStore, NodeStore, ScheduleStore, LimitStore,
+                        Protocol):
+    """What this module asks of the store: campaigns, their schedules and deliveries, the
+    console's indexes, and the limits its firings count against."""
 
 FAILED_STATES = (DeliveryState.FAILED, DeliveryState.BOUNCED, DeliveryState.RENDERING_FAILURE)
 
@@ -39,9 +42,11 @@ class RecipientSteps:
 
 
 class CampaignViews:
-    def __init__(self, store: CampaignViewStore, clock: Clock) -> None:
+    def __init__(self, store: CampaignViewStore, clock: Clock,
+                 limit_place: LimitPlace | None = None) -> None:
         self.store = store
         self.clock = clock
+        self.limit_place = limit_place or LimitPlace()
 
     def steps(self, name: str) -> list[StepProgress]:
         record = self.store.get_campaign(name)
@@ -67,6 +72,19 @@ class CampaignViews:
                                                         bucket_ms):
             counts[(at - start) // bucket_ms] += count
         return start, counts
+
+    def limited(self, name: str, hours: int = 6, bucket_ms: int = 60_000) -> list[LimitedKey]:
+        """The limit keys with a rate the campaign's firings count against, and when its
+        firings due within `hours` drain through each (campaigns/limited.py)."""
+        settings = {s.key: s for s in self.store.limit_settings() if s.rate is not None}
+        if not settings:
+            return []
+        start = self.clock.now_ms() // bucket_ms * bucket_ms
+        n = hours * 3_600_000 // bucket_ms
+        counts = self.store.firing_counts_by_destination(start, start + n * bucket_ms,
+                                                         bucket_ms, group=name)
+        return limited_keys(counts, settings, start_ms=start, bucket_ms=bucket_ms, buckets=n,
+                            place=self.limit_place)
 
     def recipient(self, name: str, recipient_id: str) -> RecipientSteps:
         if not recipient_id.strip():

@@ -60,6 +60,8 @@ def render(fc: Forecast, *, per_target: bool = False, width: int = 96) -> list[s
         series.append(("due (after flexible windows)", fc.total(fc.firings)))
     if fc.email_sent:
         series.append((f"email sent at {fc.email_rate_per_s:g}/s", fc.email_sent))
+    for limited in fc.limited:
+        series.append((f"{limited['key']} started at {limited['rate']}", limited["started"]))
     top = max((max(s) for _, s in series if s), default=0)
     if top == 0:
         lines.append("nothing planned in this horizon")
@@ -72,6 +74,13 @@ def render(fc: Forecast, *, per_target: bool = False, width: int = 96) -> list[s
         lines.append(f"{title}: peak {peak} at {_clock(at)} UTC, total {sum(counts)}")
         lines.extend("│" + b for b in bars(folded, top))
         lines.append("└" + "─" * len(folded))
+    if fc.limited:
+        lines.append("")
+    for limited in fc.limited:
+        drains = limited["drains_at_ms"]
+        lines.append(f"{limited['key']} ({limited['rate']}): {limited['firings']} firings, "
+                     + (f"drained by {_clock(drains)} UTC" if drains is not None
+                        else "not drained within the horizon"))
     return lines
 
 

@@ -8,7 +8,7 @@ back-off that doubles with each slow-down in a row (from `first_s` up to `max_s`
 relay's own back-off settings), mail to it is not offered to the relay; its deliveries
 go back to their queue until the hold ends without an attempt counted
 (`DeliveryError.retry_after_s`), and the hold is written as a pause of the limit key
-`email:<domain>` so every node's consumers keep that domain's jobs back too
+`email-domain:<domain>` so every node's consumers keep that domain's jobs back too
 (`jobs/deliveries.py`). Mail to other domains goes on. A message the domain takes again
 ends the streak, so the next slow-down starts short.
 

@@ -47,7 +47,7 @@ from tidings.jobs.consumer.keys import JobKeys
 from tidings.jobs.consumer.limiter import Limiter
 from tidings.jobs.consumer.poller import Poller
 from tidings.jobs.consumer.runner import Runner
-from tidings.jobs.consumer.work import JobState, Ledger, ServedQueue
+from tidings.jobs.consumer.work import JobState, Ledger, ServedQueue, Work
 from tidings.jobs.handlers import Handlers, Job
 from tidings.limits.book import LimitBook
 from tidings.limits.service import LimitService
@@ -65,9 +65,12 @@ class Consumer:
 
     def __init__(self, app: Handlers, queues: QueueService, bridge: Bridge, *,
                  concurrency: int, grace_s: float, health: Health | None = None,
-                 poll_fallback_s: float = POLL_FALLBACK_S) -> None:
+                 poll_fallback_s: float = POLL_FALLBACK_S,
+                 book: LimitBook | None = None) -> None:
         """`poll_fallback_s`: how long an empty queue is left without a look when no
-        wake-up comes (TIDINGS_POLL_FALLBACK_S)."""
+        wake-up comes (TIDINGS_POLL_FALLBACK_S). `book`: the node's limit book, which the
+        node runs; without one, the consumer runs a book of its own (when its handlers
+        declare limits)."""
         self.app = app
         self.poll_fallback_s = poll_fallback_s
         self.queues = queues
@@ -90,13 +93,14 @@ class Consumer:
                                              else concurrency))
         self.admission = Admission(ledger, self.runner, concurrency=concurrency,
                                    prefetch=app.prefetch)
-        self.book = LimitBook(queues.store, queues.clock)
+        self.own_book = book is None
+        self.book = book or LimitBook(queues.store, queues.clock, bridge, queues.notifier,
+                                      fallback_s=poll_fallback_s)
         self.limiter = Limiter(ledger, jobs, bridge, self.book, queues.clock,
                                run_ready=self.runner.admit,
                                free_slots=self.runner.free_slots,
                                count_held_back=self._count_held_back)
         self.runner.on_slot_freed = self.limiter.slot_freed
-        self.book.on_change = self.limiter.limits_changed
         self.completer.limiter = self.limiter
         self.limited = any(r.limits for r in app.handlers.values())
         self.keys = JobKeys(ledger, jobs, bridge, app,
@@ -131,9 +135,10 @@ class Consumer:
         pace = asyncio.create_task(self.admission.run(), name="prefetch")
         waiting = asyncio.create_task(self.keys.run(self.served, self.stopping),
                                       name="waiting")
-        limits = [asyncio.create_task(self.book.run(self.bridge, self.stopping), name="book"),
-                  asyncio.create_task(self.limiter.run(self.stopping), name="limiter")
+        limits = [asyncio.create_task(self.limiter.run(self.stopping), name="limiter")
                   ] if self.limited else []
+        if self.limited and self.own_book:
+            limits.append(asyncio.create_task(self.book.run(), name="book"))
         try:
             await self.stopping.wait()
         finally:
@@ -154,15 +159,19 @@ class Consumer:
         self.ledger.freed.set()  # a poller waiting for room sees the stop
         self.ledger.key_released.set()  # so does the waiting duplicates' loop
         self.limiter.kick.set()  # and the limiter's
+        if self.own_book:
+            self.book.stop()
         self.runner.stop()
 
-    def _count_held_back(self, n: int) -> None:
-        self.runner.held_back += n
+    def _count_held_back(self, works: list[Work]) -> None:
+        self.runner.held_back += len(works)
+        if self.app.on_held_back is not None:
+            self.app.on_held_back([w.job for w in works if w.job is not None])
 
     def _declare_limits(self) -> None:
         """The app's declared limits, created or updated to what the code says, then read
         (so the first jobs already see them)."""
-        LimitService(self.queues.store, self.queues.clock).declare(
+        LimitService(self.queues.store, self.queues.clock, self.queues.notifier).declare(
             self.app.limit_settings(self.queues.clock.now_ms()))
         self.book.refresh()
 

@@ -12,9 +12,11 @@ Every store call here goes through the node's `Bridge`, whose pool is sized for 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import Any
+from urllib.parse import urlsplit
 
 from tidings.clock import Clock
 from tidings.errors import ValidationError
@@ -28,10 +30,9 @@ from tidings.runtime import metrics
 from tidings.runtime.batching import Batcher
 from tidings.runtime.bridge import Bridge
 from tidings.schedules.firing_log import FiringLog, Outcome
-from tidings.targets.base import Attempt, DeliveryError, Reach
+from tidings.targets.base import TARGET_LIMITS, Attempt, DeliveryError, LimitPlace, Reach
 from tidings.targets.deadletter import dead_letter_attributes
 from tidings.targets.email import EmailDelivery
-from tidings.targets.email_target import EMAIL_DOMAIN_LIMIT, email_domain
 from tidings.targets.guard import WebhookGuard
 from tidings.targets.registry import TARGETS, target_of
 from tidings.targets.webhook import WebhookSender
@@ -53,6 +54,9 @@ class Targets:
                  webhook_guard: WebhookGuard | None = None) -> None:
         self.reach = Reach(TARGETS, queues, bridge, functions,
                            WebhookSender(webhook_secret, webhook_guard), email)
+        relay = email.relay if email is not None else None
+        #: The SMTP relay's host: the value of the `smtp` limit's key.
+        self.relay_host = (urlsplit(relay).hostname or relay) if relay else None
 
     async def deliver(self, target: Target, body: str, ctx: FiringContext,
                       attempt: int) -> str:
@@ -107,12 +111,23 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
 
     app.on_duplicate = duplicates
 
+    def held_back(jobs: list[Job]) -> None:
+        for job in jobs:
+            target = job.payload.get("target")
+            kind = target.get("kind") if isinstance(target, dict) else None
+            metrics.LIMIT_HELD_FIRINGS.labels(str(kind or "unknown")).inc()
+
+    app.on_held_back = held_back
+
     # A limit stored for `webhook` or `webhook:<host>` (tidings limit set) applies to
-    # the deliveries to that host; a 429/503 with Retry-After pauses its key.
-    # Likewise `email` or `email:<domain>` for email to that recipient domain; a
-    # relay's "slow down" for a domain pauses its key (email/domain_holds.py).
-    @app.handler(DELIVERY_JOB, limit=[Limit(name=WEBHOOK_LIMIT, key=webhook_host),
-                                      Limit(name=EMAIL_DOMAIN_LIMIT, key=email_domain)])
+    # the deliveries to that host, and so on for each name of TARGET_LIMITS (the target's
+    # kind says which keys a delivery has); a 429/503 with Retry-After pauses its key,
+    # a relay's "slow down" for a domain its `email-domain:<domain>` (email/domain_holds.py).
+    place = LimitPlace(targets.relay_host)
+    limits = [Limit(name=name, key=functools.partial(_limit_value, name, place))
+              for name in TARGET_LIMITS]
+
+    @app.handler(DELIVERY_JOB, limit=limits)
     async def deliver(job: Job) -> None:
         ctx = FiringContext.from_json(job.payload["context"])
         target = Target.from_json(job.payload["target"])
@@ -150,7 +165,7 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
                 # the attempt does not count (the event's age still does, unless it is
                 # our own pace that holds the delivery).
                 key = exc.hold_key if exc.hold_key is not None else \
-                    f"{WEBHOOK_LIMIT}:{webhook_host(job.payload)}"
+                    f"{WEBHOOK_LIMIT}:{webhook_host(target)}"
                 raise RetryAfter(min(exc.retry_after_s, MAX_HOLD_S), key=key or None,
                                  pause=bool(key)) from exc
             failure = exc
@@ -170,6 +185,16 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
                      else Outcome.DROPPED, f"{failure.code}: {failure.message} ({exhausted})")
 
     return app
+
+
+def _limit_value(name: str, place: LimitPlace, payload: dict[str, Any]) -> str | None:
+    """The value of the delivery's key for the limit `name` (None: it has none), asked
+    only while a limit or pause of that name exists (`tidings.limits.book`)."""
+    target = payload.get("target")
+    if not isinstance(target, dict):
+        return None
+    spec = Target.from_json(target)
+    return target_of(spec).limit_keys(spec, payload.get("input"), place, (name,)).get(name)
 
 
 def _duplicate_detail(ctx: FiringContext) -> str:

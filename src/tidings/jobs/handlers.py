@@ -225,6 +225,9 @@ class Handlers:
     #: to success (each is also logged and counted): the delivery app writes them into
     #: the firing history, so no delivery is dropped without a trace.
     on_duplicate: Callable[[list[Job]], Awaitable[None]] | None = None
+    #: Told of the jobs a limit sent back to their queue to wait (not an attempt): the
+    #: delivery app counts them as held firings.
+    on_held_back: Callable[[list[Job]], None] | None = None
     handlers: dict[tuple[str, str], Registration] = field(default_factory=dict)
     functions: dict[str, Callable[..., Any]] = field(default_factory=dict)
     declarations: dict[str, QueueDeclaration] = field(default_factory=dict)

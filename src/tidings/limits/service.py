@@ -1,7 +1,7 @@
 """Limits as every face sees them (`t.limits`): list them with what each key is doing,
 set, delete, pause and resume them, and the declarations an app makes at its start.
-Every change is a row in the database: each node reads it within a second
-(`tidings.limits.book`)."""
+Every change is a row in the database, and a wake-up on `LIMITS_CHANNEL`: each node reads
+it within a second (`tidings.limits.book`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tidings.model.limits import (
     check_counts,
     check_key,
 )
+from tidings.notify.base import LIMITS_CHANNEL, Notifier
 from tidings.store.base import LimitStore
 
 #: The longest pause an operator may ask for.
@@ -52,9 +53,15 @@ class LimitView:
 
 
 class LimitService:
-    def __init__(self, store: LimitStore, clock: Clock) -> None:
+    def __init__(self, store: LimitStore, clock: Clock, notifier: Notifier) -> None:
         self.store = store
         self.clock = clock
+        self.notifier = notifier
+
+    def _changed(self) -> None:
+        """After the commit: wake the books of this process and, on SQLite, of the file's
+        other processes (on PostgreSQL the store's NOTIFY reaches every node)."""
+        self.notifier.notify(LIMITS_CHANNEL)
 
     def list(self) -> list[LimitView]:
         now = self.clock.now_ms()
@@ -90,11 +97,13 @@ class LimitService:
             raise ValidationError("burst", "a burst needs a rate")
         setting = LimitSetting(key, parsed, burst, concurrency, "set", self.clock.now_ms())
         self.store.put_limits([setting])
+        self._changed()
         return setting
 
     def delete(self, key: str) -> None:
         if not self.store.delete_limit(check_key(key)):
             raise LimitNotFound(key)
+        self._changed()
 
     def pause(self, key: str, until: int) -> int:
         """Hold back every job of `key` (a name: of all its keys) until the instant."""
@@ -105,13 +114,16 @@ class LimitService:
         if until > now + MAX_PAUSE_MS:
             raise ValidationError("until", "at most a year ahead")
         self.store.pause_limit(key, until, extend=False)
+        self._changed()
         return until
 
     def resume(self, key: str) -> None:
         self.store.pause_limit(check_key(key), None, extend=False)
+        self._changed()
 
     def declare(self, settings: Iterable[LimitSetting]) -> None:
         """An app's declarations, at its start: created, or updated to what the code says."""
         settings = [s for s in settings if s.limits_anything]
         if settings:
             self.store.put_limits(settings)
+            self._changed()

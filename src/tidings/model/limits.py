@@ -13,9 +13,11 @@ a setting stored for `export:c-42` itself overrides the one for `export`.
 
 from __future__ import annotations
 
+import email.utils
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Any
 
 from tidings.errors import ValidationError
@@ -169,13 +171,22 @@ class RetryAfter(Exception):  # noqa: N818 - named for what it asks, like HTTP's
         self.pause = pause
 
 
-def retry_after_header(value: str | None) -> float | None:
-    """HTTP's Retry-After as seconds: a delay in seconds (a date is not supported: None,
-    and the caller falls back to its backoff)."""
-    if value is None:
+def retry_after_ms(value: str | None, now_ms: int, *, cap_ms: int) -> int | None:
+    """HTTP's Retry-After (RFC 9110 §10.2.3) as milliseconds from `now_ms`, at most
+    `cap_ms` (a downstream cannot park a key or a queue for days): delay-seconds (digits
+    only), or an HTTP-date in any of the three forms a recipient must accept (§5.6.7:
+    IMF-fixdate, the obsolete RFC 850 and asctime forms; a date without a zone is GMT).
+    A date already past is 0; anything else is None, and the caller falls back to its
+    back-off. The one parser of webhook targets and push subscriptions."""
+    if not value:
         return None
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        return min(int(value) * 1000, cap_ms)
     try:
-        seconds = float(value.strip())
-    except ValueError:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
         return None
-    return min(max(seconds, 0.0), 43_200.0)
+    if when.tzinfo is None:  # asctime has no zone: HTTP dates are GMT
+        when = when.replace(tzinfo=UTC)
+    return min(max(int(when.timestamp() * 1000) - now_ms, 0), cap_ms)

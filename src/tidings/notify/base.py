@@ -34,6 +34,10 @@ MOVES_CHANNEL = "moves"
 #: Woken when a push subscription is created, changed or deleted: every node's pushers
 #: read the subscriptions again (push/pushers.py).
 SUBSCRIPTIONS_CHANNEL = "subscriptions"
+#: Woken when a limit is set, deleted, paused or resumed (the CLI, the API, the console, an
+#: app's declarations, a downstream's pushback): every node's limit book reads them again
+#: (limits/book.py).
+LIMITS_CHANNEL = "limits"
 #: The longest a node's dispatcher and consumers sleep without a wake-up, whatever they
 #: were told (TIDINGS_POLL_FALLBACK_S; this is its default): what a lost wake-up (or one
 #: never sent) can cost. Wake-ups make polling unnecessary, so it is long: an idle node

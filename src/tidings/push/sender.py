@@ -9,7 +9,6 @@ followed (a 3xx is a failure, as for webhooks).
 
 from __future__ import annotations
 
-import email.utils
 import functools
 import socket
 import ssl
@@ -20,6 +19,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from tidings.model.limits import retry_after_ms
 from tidings.targets.base import DeliveryError
 from tidings.targets.guard import WebhookGuard
 
@@ -44,20 +44,6 @@ class Answer:
 
 
 OK = Answer(True, 200)
-
-
-def retry_after_ms(value: str | None, now_s: float) -> int | None:
-    """Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3), in ms from now."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return min(int(value) * 1000, MAX_RETRY_AFTER_MS)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return min(max(int((when.timestamp() - now_s) * 1000), 0), MAX_RETRY_AFTER_MS)
 
 
 @functools.cache
@@ -126,7 +112,8 @@ class PushSender:
         text = response.text[:BODY_KEPT]
         later = None
         if status in (429, 503):
-            later = retry_after_ms(response.headers.get("retry-after"), time.time())
+            later = retry_after_ms(response.headers.get("retry-after"), int(time.time() * 1000),
+                                   cap_ms=MAX_RETRY_AFTER_MS)
         return Answer(False, status, f"HTTP{status}: {status} {response.reason_phrase}: {text}",
                       later)
 

@@ -119,6 +119,21 @@ LIMIT_WAITING = Gauge("tidings_limit_waiting",
 LIMIT_IN_USE = Gauge("tidings_limit_in_use",
                      "Concurrency slots of a limit key held now, on every node",
                      ["key"], registry=REGISTRY)
+LIMIT_HELD_FIRINGS = Counter("tidings_limit_held_firings",
+                             "Firings a limit held back, by target kind: a queue target's "
+                             "occurrence left due for later, a delivery sent back to wait in "
+                             "its queue (neither counts as an attempt)", ["kind"],
+                             registry=REGISTRY)
+
+
+def by_label(metric: Gauge | Counter, label: str) -> dict[str, float]:
+    """A labelled metric's values in this process, by the label's value (a counter's
+    totals): what the console shows beside what the store says."""
+    return {sample.labels[label]: sample.value for family in metric.collect()
+            for sample in family.samples
+            if label in sample.labels and not sample.name.endswith("_created")}
+
+
 DISPATCHER_STARTS = Counter("tidings_dispatcher_process_starts",
                             "Dispatcher processes this node started (more than one: restarts)",
                             registry=REGISTRY)
@@ -129,7 +144,7 @@ DISPATCHER_STARTS = Counter("tidings_dispatcher_process_starts",
 _FORWARDED: dict[str, Counter] = {
     "tidings_schedule_firings": FIRED, "tidings_schedule_skipped": SKIPPED,
     "tidings_deliveries": DELIVERED, "tidings_delivery_failures": FAILED,
-    "tidings_dead_lettered": DEAD_LETTERED}
+    "tidings_dead_lettered": DEAD_LETTERED, "tidings_limit_held_firings": LIMIT_HELD_FIRINGS}
 _LATENESS_KEY = "tidings_firing_lateness_seconds"
 
 Snapshot = dict[str, Any]

@@ -17,6 +17,12 @@ time): idle costs one indexed query per fallback poll.
 
 Missed occurrences (after downtime): a one-shot always fires; a recurring schedule fires
 only its latest missed occurrence, and only if it is younger than its maximum event age.
+
+Limits (issue 33): a firing into a queue whose key (`queue:<name>`) a limit or a pause
+holds asks the store for a start, in one acquisition per pass; one refused keeps its
+occurrence and is due again when the key should have room (at most HELD_RECHECK_MS later,
+so a resume is seen), not fired, not counted as an attempt, counted in
+`tidings_limit_held_firings`. Other kinds are held as deliveries, in their queue.
 """
 
 from __future__ import annotations
@@ -24,12 +30,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tidings.clock import Clock
 from tidings.errors import QueueNotFound, StoreUnavailable, ValidationError
+from tidings.limits.book import LimitBook
 from tidings.model.digests import MessageAttributeValue
 from tidings.model.firings import FiringContext, delivery_job, render_input
 from tidings.model.queues import INTERNAL_QUEUES, QueueRecord
@@ -49,7 +56,8 @@ from tidings.schedules.service import (
     schedule_trigger,
 )
 from tidings.store.base import Firing, FiringOutcome, Store, TargetMessage
-from tidings.targets.base import Target
+from tidings.store.contract.limits import KeyRule, LimitClaim
+from tidings.targets.base import LimitPlace, Target
 from tidings.targets.deadletter import dead_letter_attributes
 from tidings.targets.registry import target_of
 from tidings.triggers import one_time
@@ -72,6 +80,10 @@ WARM_SPAN_MS = 2_000
 WARM_CHUNK = 500
 WARM_MAX = 50_000
 DELIVERED = Outcome.DELIVERED.value
+#: A firing a limit held back is due again when its key should have room, but at most
+#: this much later: a pause resumed early (or a limit raised) is seen by then.
+HELD_RECHECK_MS = 5_000
+NO_PLACE = LimitPlace()
 
 
 class _Planned(NamedTuple):
@@ -81,6 +93,7 @@ class _Planned(NamedTuple):
     firing: Firing
     due: int  # when the fired occurrence was due (its flexible offset included)
     in_target: bool  # delivered by the firing itself (written into its target queue)
+    held: bool = False  # a limit held it back: its occurrence is due again later
 
 
 @dataclass
@@ -95,7 +108,8 @@ class Dispatcher:
     def __init__(self, schedules: ScheduleService, queues: QueueService, store: Store,
                  clock: Clock, notifier: Notifier, bridge: Bridge, *, batch: int = 1000,
                  claim_ms: int = 10_000, idle_poll_s: float = IDLE_POLL_S,
-                 health: Health | None = None) -> None:
+                 health: Health | None = None, book: LimitBook | None = None) -> None:
+        """`book`: the node's limits, for queue targets (None: none apply)."""
         self.schedules = schedules
         self.queues = queues
         self.store = store
@@ -106,6 +120,7 @@ class Dispatcher:
         self.claim_ms = claim_ms
         self.idle_poll_s = idle_poll_s
         self.health = health
+        self.book = book
         # A burst starts with a small batch, so its earliest firings are committed (and
         # their handlers start) within milliseconds of the due instant; the batch then
         # doubles while the burst lasts, up to `batch`, for throughput.
@@ -194,14 +209,17 @@ class Dispatcher:
                 return 0
             batch = _Batch(now, {})
             planned = [self._plan(s, batch) for s in claimed]
+            if self.book is not None and "queue" in self.book.names:
+                self._hold_limited(claimed, planned, now)
             held = firing_pass.complete([p.firing for p in planned], self.clock.now_ms())
         committed = self.clock.now_ms()  # lateness counts until the firing is durable
         lateness: list[int] = []
         touched: set[int] = set()
         fired_by_kind: dict[str, int] = {}
         in_target_by_kind: dict[str, int] = {}
-        skipped = 0
-        for (firing, due, delivered), schedule, ok in zip(planned, claimed, held, strict=True):
+        skipped = held_back = 0
+        for (firing, due, delivered, limited), schedule, ok in zip(planned, claimed, held,
+                                                                   strict=True):
             if not ok:
                 log.warning("schedule %s/%s changed or fired elsewhere while this pass planned "
                             "it; this pass did not fire it",
@@ -215,8 +233,12 @@ class Dispatcher:
                 lateness.append(committed - due)
                 for m in firing.messages:
                     touched.add(m.queue_id)
+            elif limited:
+                held_back += 1
             else:
                 skipped += 1
+        if held_back:
+            metrics.LIMIT_HELD_FIRINGS.labels("queue").inc(held_back)
         metrics.LATENESS.observe_many([max(late, 0) / 1000 for late in lateness])
         for kind, count in fired_by_kind.items():  # one increment per batch, not per firing
             metrics.FIRED.labels(kind).inc(count)
@@ -231,6 +253,40 @@ class Dispatcher:
         if self.on_fired is not None and lateness:
             self.on_fired(lateness)
         return len(claimed)
+
+    def _hold_limited(self, claimed: Sequence[Schedule], planned: list[_Planned],
+                      now: int) -> None:
+        """Firings into a queue a limit holds: one acquisition for the pass, in due order;
+        a refused one is replanned to keep its occurrence, due when its key has room."""
+        book = self.book
+        assert book is not None
+        claims: list[LimitClaim] = []
+        which: list[int] = []
+        for i, (s, p) in enumerate(zip(claimed, planned, strict=True)):
+            if not p.in_target:
+                continue
+            target = s.spec.target
+            rules = []
+            for name, value in target_of(target).limit_keys(target, None, NO_PLACE,
+                                                            book.names).items():
+                rule = book.rule(f"{name}:{value}", name)
+                if rule is not None:  # (a write holds no slot: only rates and pauses)
+                    rules.append(KeyRule(rule.key, rule.rate, rule.burst, None, rule.name))
+            if rules:
+                claims.append(LimitClaim(f"firing:{s.id}:{p.firing.occurrence}",
+                                         tuple(rules), now))
+                which.append(i)
+        if not claims:
+            return
+        answers = self.store.acquire_limits(claims, now)
+        for i, answer in zip(which, answers, strict=True):
+            if answer.granted:
+                continue
+            p = planned[i]
+            occurrence = p.firing.occurrence
+            planned[i] = _Planned(Firing(p.firing.schedule_id, occurrence, occurrence,
+                                         min(answer.retry_at, now + HELD_RECHECK_MS),
+                                         False, False), p.due, False, held=True)
 
     def _queue(self, batch: _Batch, name: str) -> QueueRecord | None:
         if name not in batch.queues:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tidings.model.limits import LimitSetting, Rate
-from tidings.notify.base import queue_channel
+from tidings.notify.base import LIMITS_CHANNEL, queue_channel
 from tidings.store.contract.limits import HeldBack, KeyRule, LimitAnswer, LimitClaim
 from tidings.store.driver import Conn
 from tidings.store.sqlbase import SqlBase
@@ -93,18 +93,25 @@ class SqlLimits(SqlBase):
                     s.key, s.rate.count if s.rate else None,
                     s.rate.period_ms if s.rate else None, s.burst, s.concurrency, s.source,
                     s.updated_at))
+            self.driver.notify(conn, LIMITS_CHANNEL)
 
     def delete_limit(self, key: str) -> bool:
-        with self.driver.auto() as conn:
-            return bool(conn.execute(self.q["delete_limit"], (key,)).rowcount)
+        with self.driver.tx() as conn:
+            deleted = bool(conn.execute(self.q["delete_limit"], (key,)).rowcount)
+            if deleted:
+                self.driver.notify(conn, LIMITS_CHANNEL)
+            return deleted
 
     def limit_pauses(self, now: int) -> dict[str, int]:
         return {r[0]: int(r[1]) for r in self._all("limit_pauses", (now,))}
 
     def pause_limit(self, key: str, until: int | None, *, extend: bool) -> None:
-        with self.driver.auto() as conn:
+        with self.driver.tx() as conn:
             conn.execute(self.q["pause_limit_key" if extend and until is not None
                                 else "set_limit_pause"], (key, until))
+            # Every node's book learns the pause: a key no setting limits is otherwise
+            # never asked about (limits/book.py).
+            self.driver.notify(conn, LIMITS_CHANNEL)
 
     def acquire_limits(self, claims: Sequence[LimitClaim], now: int,
                        release: Sequence[tuple[str, str]] = ()) -> list[LimitAnswer]:

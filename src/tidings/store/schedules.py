@@ -249,3 +249,13 @@ class SqlSchedules(SqlBase):
         query = "firings_by_occurrence" if by_occurrence else "firings_by_due"
         found: list[Any] = self._all(query, (bucket_ms, start_ms, end_ms))
         return [(int(bucket) * bucket_ms, str(kind), int(n)) for bucket, kind, n in found]
+
+    def firing_counts_by_destination(self, start_ms: int, end_ms: int, bucket_ms: int, *,
+                                     group: str | None = None
+                                     ) -> list[tuple[int, str, str, int]]:
+        found: list[Any] = (
+            self._all("firings_by_due_destination", (bucket_ms, start_ms, end_ms))
+            if group is None else self._all("group_firings_by_due_destination", {
+                "group": group, "bucket": bucket_ms, "lo": start_ms, "hi": end_ms}))
+        return [(int(bucket) * bucket_ms, str(kind), str(dest or ""), int(n))
+                for bucket, kind, dest, n in found]

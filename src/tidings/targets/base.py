@@ -13,7 +13,7 @@ the contract".
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Protocol
 
@@ -45,7 +45,7 @@ class DeliveryError(Exception):
         #: limits, issue 33).
         self.retry_after_s = retry_after_s
         #: The limit key the push-back pauses on every node (`webhook:<host>`,
-        #: `email:<domain>`); None: the job's own limit keys; "": none, only this job.
+        #: `email-domain:<domain>`); None: the job's own limit keys; "": none, only this job.
         self.hold_key = hold_key
         #: Held by a schedule of our own making (an email warm-up's daily cap), not by
         #: the downstream: the wait may pass the retry policy's maximum event age, since
@@ -157,6 +157,17 @@ class Reach:
         return outcome
 
 
+#: The limit names of schedule targets (docs/limits.md): `queue:<name>`,
+#: `webhook:<host>`, `function:<name>`, `smtp:<relay host>`, `email-domain:<domain>`.
+TARGET_LIMITS = ("queue", "webhook", "function", "smtp", "email-domain")
+
+
+class LimitPlace(NamedTuple):
+    """What the node delivering knows that a target's limit keys may name."""
+
+    smtp_relay: str | None = None  # the host of TIDINGS_SMTP_URL
+
+
 class Target(Protocol):
     """One kind of target: the rules every schedule, delivery and face asks of it.
 
@@ -185,9 +196,13 @@ class Target(Protocol):
         left to the first delivery, with the rest of what the target names (its DLQ)."""
         ...
 
-    def limits_key(self, target: TargetSpec) -> str:
-        """The downstream a rate or concurrency limit would count this target against:
-        the queue, the webhook's host, the function, the node's SMTP relay."""
+    def limit_keys(self, target: TargetSpec, body: str | None, place: LimitPlace,
+                   wanted: Container[str]) -> dict[str, str]:
+        """The downstream limits a firing or delivery to it counts against, each a limit's
+        name (one of TARGET_LIMITS) → its key's value (the key is `name:value`): the
+        queue, the webhook's host, the function, the node's SMTP relay and the recipient's
+        domain. Only the names in `wanted` (those a limit or pause exists for) are worked
+        out: a delivery nothing limits parses nothing. `body`: the rendered input."""
         ...
 
     def aws_arn(self, target: TargetSpec, region: str, account: str) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Container, Sequence
+from typing import ClassVar
 
 from tidings.email.domain_holds import domain_of
 from tidings.email.sesv2 import parse_send_email
@@ -19,7 +19,15 @@ from tidings.model.firings import FiringContext, delivery_job, render_input
 from tidings.model.queues import EMAIL_QUEUE
 from tidings.model.schedules import Target, TargetKind
 from tidings.store.base import EmailStore
-from tidings.targets.base import Attempt, DeliveryError, Outcomes, Reach, TargetChecks, one_by_one
+from tidings.targets.base import (
+    Attempt,
+    DeliveryError,
+    LimitPlace,
+    Outcomes,
+    Reach,
+    TargetChecks,
+    one_by_one,
+)
 
 
 def check_email_target(store: EmailStore, target: Target,
@@ -49,33 +57,27 @@ def check_email_target(store: EmailStore, target: Target,
             known_templates.add(msg.template)
 
 
-#: The limit name of email deliveries, keyed by recipient domain (`email:<domain>`): what
-#: a relay's "slow down" for a domain pauses (email/domain_holds.py) and an operator may
-#: set a rate for (`tidings limit set email:gmail.com --rate 20/s`).
-EMAIL_DOMAIN_LIMIT = "email"
+#: The limit name of email deliveries keyed by recipient domain (`email-domain:<domain>`,
+#: one of TARGET_LIMITS): what a relay's "slow down" for a domain pauses
+#: (email/domain_holds.py) and an operator may set a rate for
+#: (`tidings limit set email-domain:gmail.com --rate 20/s`).
+EMAIL_DOMAIN_LIMIT = "email-domain"
 #: The first To address of a SendEmail document's JSON text, when it has no escapes.
 _FIRST_TO = re.compile(r'"ToAddresses"\s*:\s*\[\s*"([^"\\]+)"')
 
 
-def email_domain(body: dict[str, Any]) -> str | None:
-    """The limit key's value of a delivery job's body: its first recipient's domain (None:
-    not email), so a pause or limit on `email:<domain>` holds that domain's mail back
-    before it is started. Read without parsing the whole document when the kind says it
-    is no email (most jobs of the delivery queue)."""
-    target = body.get("target")
-    if not isinstance(target, dict) or target.get("kind") != TargetKind.EMAIL.value:
-        return None
-    text = body.get("input") or "{}"
-    if isinstance(text, str) and (m := _FIRST_TO.search(text)) and "@" in m.group(1):
-        return domain_of(m.group(1).rstrip("> ")) or None  # a third of a parse's time
+def email_domain(text: str) -> str | None:
+    """The first recipient's domain of a SendEmail document's text (None: none), read
+    without parsing the whole document when it can be (a third of a parse's time)."""
+    if (m := _FIRST_TO.search(text)) and "@" in m.group(1):
+        return domain_of(m.group(1).rstrip("> ")) or None
     try:
-        doc = json.loads(text)
-        dest = doc["Destination"]
-        first = (dest.get("ToAddresses") or dest.get("CcAddresses")
-                 or dest.get("BccAddresses"))[0]
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+        recipients = parse_send_email(text).recipients
+    except ValidationError:
+        return None  # the delivery will say what is wrong with it
+    if not recipients:
         return None
-    return domain_of(str(first).rstrip("> ")) or None
+    return domain_of(recipients[0].rstrip("> ")) or None
 
 
 class EmailTarget:
@@ -95,8 +97,17 @@ class EmailTarget:
                            template_must_exist=checks.must_exist)
         return True
 
-    def limits_key(self, target: Target) -> str:
-        return "email:relay"  # one relay per node (TIDINGS_SMTP_URL), whatever the sender
+    def limit_keys(self, target: Target, body: str | None, place: LimitPlace,
+                   wanted: Container[str]) -> dict[str, str]:
+        """The node's relay (TIDINGS_SMTP_URL's host: every sender's mail goes through it)
+        and the first recipient's domain (a message to several domains counts against the
+        first one's)."""
+        keys = {}
+        if "smtp" in wanted and place.smtp_relay:
+            keys["smtp"] = place.smtp_relay
+        if EMAIL_DOMAIN_LIMIT in wanted and body and (domain := email_domain(body)):
+            keys[EMAIL_DOMAIN_LIMIT] = domain
+        return keys
 
     def aws_arn(self, target: Target, region: str, account: str) -> str:
         return "arn:aws:scheduler:::aws-sdk:sesv2:sendEmail"  # the universal target

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -27,6 +27,7 @@ from tidings.model.schedules import TargetKind
 from tidings.targets.base import (
     Attempt,
     DeliveryError,
+    LimitPlace,
     Outcomes,
     Reach,
     Route,
@@ -72,8 +73,9 @@ class FunctionTarget:
         delivers (a node without it retries, as for a queue not created yet)."""
         return True
 
-    def limits_key(self, target: TargetSpec) -> str:
-        return f"function:{target.destination}"
+    def limit_keys(self, target: TargetSpec, body: str | None, place: LimitPlace,
+                   wanted: Container[str]) -> dict[str, str]:
+        return {"function": target.destination} if "function" in wanted else {}
 
     def aws_arn(self, target: TargetSpec, region: str, account: str) -> str:
         return f"arn:aws:lambda:{region}:{account}:function:{target.destination}"

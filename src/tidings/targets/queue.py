@@ -9,14 +9,22 @@ function routed its firing to a queue.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import ClassVar
 
 from tidings.errors import QueueNotFound, TidingsError, ValidationError
 from tidings.model.queues import DELIVERY_QUEUE, INTERNAL_QUEUES
 from tidings.model.schedules import Target as TargetSpec
 from tidings.model.schedules import TargetKind
-from tidings.targets.base import Attempt, DeliveryError, Outcomes, Reach, TargetChecks, one_by_one
+from tidings.targets.base import (
+    Attempt,
+    DeliveryError,
+    LimitPlace,
+    Outcomes,
+    Reach,
+    TargetChecks,
+    one_by_one,
+)
 
 
 class QueueTarget:
@@ -43,8 +51,9 @@ class QueueTarget:
                                   "is required for a FIFO queue target")
         return True
 
-    def limits_key(self, target: TargetSpec) -> str:
-        return f"queue:{target.destination}"
+    def limit_keys(self, target: TargetSpec, body: str | None, place: LimitPlace,
+                   wanted: Container[str]) -> dict[str, str]:
+        return {"queue": target.destination} if "queue" in wanted else {}
 
     def aws_arn(self, target: TargetSpec, region: str, account: str) -> str:
         return f"arn:aws:sqs:{region}:{account}:{target.destination}"

@@ -28,12 +28,14 @@ from urllib.parse import urlsplit
 import httpx
 
 from tidings.model.firings import FiringContext, scheduled_time_text
-from tidings.model.limits import retry_after_header
+from tidings.model.limits import retry_after_ms
 from tidings.model.schedules import Target
 from tidings.targets.base import DeliveryError
 from tidings.targets.guard import WebhookGuard
 
 DEFAULT_TIMEOUT_S = 10.0
+#: A Retry-After longer than this is taken as this (`tidings.RetryAfter`'s own bound).
+MAX_RETRY_AFTER_MS = 43_200_000
 
 
 def signature(secret: bytes, timestamp: int, body: bytes) -> str:
@@ -83,8 +85,9 @@ class WebhookSender:
             return status
         text = response.text[:300]
         retryable = status in (408, 429) or status >= 500
-        pushback = (retry_after_header(response.headers.get("retry-after"))
-                    if status in (429, 503) else None)
+        later = (retry_after_ms(response.headers.get("retry-after"), int(time.time() * 1000),
+                                cap_ms=MAX_RETRY_AFTER_MS) if status in (429, 503) else None)
+        pushback = later / 1000 if later is not None else None
         raise DeliveryError(f"HTTP{status}", f"{status} {response.reason_phrase}: {text}",
                             retryable=retryable, retry_after_s=pushback)
 

@@ -6,13 +6,21 @@ process) and the faces that check a target do not load an HTTP client to ask the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from collections.abc import Container, Sequence
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from tidings.model.queues import DELIVERY_QUEUE
 from tidings.model.schedules import Target, TargetKind
-from tidings.targets.base import Attempt, DeliveryError, Outcomes, Reach, TargetChecks, one_by_one
+from tidings.targets.base import (
+    Attempt,
+    DeliveryError,
+    LimitPlace,
+    Outcomes,
+    Reach,
+    TargetChecks,
+    one_by_one,
+)
 
 
 class WebhookTarget:
@@ -29,14 +37,12 @@ class WebhookTarget:
         checks.webhook_guard.check_url(target.destination)
         return True
 
-    def limits_key(self, target: Target) -> str:
-        """The host (and port) the requests go to: what a receiver's 429 is about."""
-        parts = urlsplit(target.destination)
-        try:
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:  # not a number: the delivery will say so; the key stays usable
-            port = 0
-        return f"webhook:{(parts.hostname or '').lower()}:{port}"
+    def limit_keys(self, target: Target, body: str | None, place: LimitPlace,
+                   wanted: Container[str]) -> dict[str, str]:
+        """The host the requests go to: what a receiver's 429 is about (its pause is
+        written for this key, whatever limit is set)."""
+        host = webhook_host(target)
+        return {WEBHOOK_LIMIT: host} if host and WEBHOOK_LIMIT in wanted else {}
 
     def aws_arn(self, target: Target, region: str, account: str) -> str:
         return target.destination  # a webhook: its URL is the only name it has
@@ -55,10 +61,6 @@ class WebhookTarget:
 WEBHOOK_LIMIT = "webhook"
 
 
-def webhook_host(body: dict[str, Any]) -> str | None:
-    """The limit key's value of a delivery job's body: its webhook's host (None: not a
-    webhook), so a limit named `webhook` gives each host its own key."""
-    target = body.get("target")
-    if not isinstance(target, dict) or target.get("kind") != TargetKind.WEBHOOK.value:
-        return None
-    return urlsplit(str(target.get("destination", ""))).hostname or None
+def webhook_host(target: Target) -> str | None:
+    """The value of a webhook's limit key: its host, lower case (any port, any path)."""
+    return urlsplit(target.destination).hostname or None

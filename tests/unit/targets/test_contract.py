@@ -5,6 +5,7 @@ a face fails here instead of quietly becoming the second place a kind is defined
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 import tidings
 from tidings.model.queues import DELIVERY_QUEUE, EMAIL_QUEUE
 from tidings.model.schedules import Target, TargetKind
+from tidings.targets.base import TARGET_LIMITS, LimitPlace
 from tidings.targets.registry import TARGETS, native_kinds, target_of
 
 SRC = Path(tidings.__file__).parent
@@ -120,20 +122,32 @@ def test_every_kind_has_one_implementation() -> None:
         assert TARGETS.get(kind).kind is kind
 
 
-@pytest.mark.parametrize(("target", "key"), [
-    (Target.queue("orders"), "queue:orders"),
-    (Target.webhook("https://Hooks.Example.com/in?x=1"), "webhook:hooks.example.com:443"),
-    (Target.webhook("http://user:pw@10.0.0.5:8080/"), "webhook:10.0.0.5:8080"),
-    (Target.function("enrich"), "function:enrich"),
-    (Target.email('{"FromEmailAddress": "a@example.com"}'), "email:relay"),
+@pytest.mark.parametrize(("target", "keys"), [
+    (Target.queue("orders"), {"queue": "orders"}),
+    (Target.webhook("https://Hooks.Example.com/in?x=1"), {"webhook": "hooks.example.com"}),
+    (Target.webhook("http://user:pw@10.0.0.5:8080/"), {"webhook": "10.0.0.5"}),
+    (Target.function("enrich"), {"function": "enrich"}),
+    (Target.email('{"FromEmailAddress": "a@example.com"}'), {"smtp": "mail.example.net"}),
 ])
-def test_limits_key_names_the_downstream(target: Target, key: str) -> None:
-    assert target_of(target).limits_key(target) == key
+def test_limit_keys_name_the_downstream(target: Target, keys: dict[str, str]) -> None:
+    place = LimitPlace("mail.example.net")
+    assert target_of(target).limit_keys(target, None, place, TARGET_LIMITS) == keys
+    assert target_of(target).limit_keys(target, None, place, ()) == {}  # none wanted
+
+
+def test_an_email_counts_against_its_first_recipients_domain() -> None:
+    body = json.dumps({"FromEmailAddress": "a@example.com", "Destination": {
+        "ToAddresses": ["Ann <ann@Example.ORG>", "bob@other.example"]},
+        "Content": {"Simple": {"Subject": {"Data": "s"}, "Body": {"Text": {"Data": "b"}}}}})
+    target = Target.email(body)
+    assert target_of(target).limit_keys(target, body, LimitPlace(), TARGET_LIMITS) == {
+        "email-domain": "example.org"}
 
 
 def test_a_webhook_and_another_path_on_its_host_share_a_limit() -> None:
     a, b = Target.webhook("https://api.example.com/a"), Target.webhook("https://api.example.com:443/b")
-    assert target_of(a).limits_key(a) == target_of(b).limits_key(b)
+    assert target_of(a).limit_keys(a, None, LimitPlace(), TARGET_LIMITS) == target_of(
+        b).limit_keys(b, None, LimitPlace(), TARGET_LIMITS)
 
 
 @pytest.mark.parametrize(("target", "arn"), [

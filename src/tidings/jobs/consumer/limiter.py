@@ -32,6 +32,7 @@ from tidings.jobs.batches import Jobs
 from tidings.jobs.consumer.work import JobState, Ledger, ServedQueue, Work
 from tidings.limits.book import LimitBook, covers
 from tidings.model.limits import RetryAfter
+from tidings.notify.base import LIMITS_CHANNEL
 from tidings.runtime import metrics
 from tidings.runtime.bridge import Bridge
 from tidings.store.contract.limits import KeyRule, LimitAnswer, LimitClaim
@@ -40,7 +41,9 @@ log = logging.getLogger("tidings.limits")
 
 #: A refusal that ends within this waits here; a longer one goes back to the queue.
 HOLD_HERE_MS = 100
-#: How often the node's gauge of slots in use is read from the store.
+#: How often the node's gauge of slots in use is read from the store, while any limit
+#: exists or any key of ours is in use or waits (otherwise the loop sleeps until a job
+#: comes or the book's limits change).
 GAUGE_S = 1.0
 
 
@@ -65,7 +68,7 @@ class Limiter:
     def __init__(self, ledger: Ledger, jobs: Jobs, bridge: Bridge, book: LimitBook,
                  clock: Clock, *, run_ready: Callable[[Iterable[Work]], None],
                  free_slots: Callable[[], int],
-                 count_held_back: Callable[[int], None] = lambda n: None) -> None:
+                 count_held_back: Callable[[list[Work]], None] = lambda works: None) -> None:
         self.ledger = ledger
         self.jobs = jobs
         self.bridge = bridge
@@ -84,6 +87,11 @@ class Limiter:
         self.kick = asyncio.Event()
         self._to_release: list[tuple[str, str]] = []
         self._tasks: set[asyncio.Future[None]] = set()
+        self._in_use: set[str] = set()  # keys whose in-use gauge is above 0
+        self._gauged: set[str] = set()  # keys with a gauge (a new one is gauged at once)
+        self._gauge_now = False
+        book.watchers.append(self.kick.set)  # limits came or went: the gauges follow
+        book.on_change.append(self.limits_changed)  # its held-back jobs come back
 
     # jobs whose key is reserved ----------------------------------------------------------
 
@@ -96,13 +104,18 @@ class Limiter:
             assert job is not None
             bound = work.queue.registrations[job.type].limits
             rules: list[KeyRule] = []
+            names = book.names
             for limit in bound:
+                if limit.name not in names:
+                    continue  # nothing limits or pauses a key of it: not worked out
                 key = limit.key(job)
                 if key is not None and (rule := book.rule(key, limit.name)) is not None:
                     rules.append(rule)
             if rules:
                 work.rules = tuple(rules)
                 limited.append(work)
+                if not self._gauge_now and any(r.key not in self._gauged for r in rules):
+                    self._gauge_now = True
             else:
                 plain.append(work)
         if plain:
@@ -144,9 +157,9 @@ class Limiter:
         loop = asyncio.get_running_loop()
         while not stopping.is_set():
             now = self.clock.now_ms()
-            timeout = GAUGE_S
+            timeout: float | None = GAUGE_S if self._gauging() else None
             if self._later:
-                timeout = min(timeout, max(self._later[0][0] - now, 0) / 1000)
+                timeout = min(timeout or GAUGE_S, max(self._later[0][0] - now, 0) / 1000)
             if not self.kick.is_set():
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(timeout):
@@ -165,9 +178,15 @@ class Limiter:
                 log.warning("cannot take limits (jobs wait and try again): %s", exc)
                 await asyncio.sleep(0.1)
                 self.kick.set()
-            if loop.time() >= gauge_at:
+            if (loop.time() >= gauge_at or self._gauge_now) and self._gauging():
                 gauge_at = loop.time() + GAUGE_S
+                self._gauge_now = False
                 await self._gauges()
+
+    def _gauging(self) -> bool:
+        """Whether the gauges have anything to show (or to bring back to 0)."""
+        return (self.book.active or bool(self._waiting) or bool(self._in_use)
+                or bool(self.pending) or bool(self._later))
 
     async def _claim_pending(self) -> None:
         while self.pending:
@@ -266,7 +285,7 @@ class Limiter:
                     self._waiting.setdefault(rule.key, {})[work.held.message.message_id] = (
                         Waiting(until, queue.record.id, receipt.row_id, receipt.lease_token))
         self.ledger.move_all(works, JobState.GONE)
-        self.count_held_back(len(works))
+        self.count_held_back(works)
 
     def retry_after(self, work: Work, exc: RetryAfter) -> None:
         """The handler said the downstream pushed back (STARTED): pause its keys on every
@@ -288,6 +307,8 @@ class Limiter:
         try:
             for key in keys:
                 await self.bridge.run(self.jobs.store.pause_limit, key, until, extend=True)
+            if keys:
+                self.jobs.queues.notifier.notify(LIMITS_CHANNEL)  # the file's other processes
         except TidingsError as exc:
             log.warning("could not pause %s: %s", ", ".join(keys), exc)
         await self._hold_back([(work, until)], f"RetryAfter: {(until - self.clock.now_ms())} ms")
@@ -346,6 +367,8 @@ class Limiter:
             slots, _ = await self.bridge.run(self.jobs.store.limit_usage, now, now)
         except TidingsError:
             return
-        keys = {r.key for w in self.ledger.held for r in w.rules} | set(slots)
+        keys = {r.key for w in self.ledger.held for r in w.rules} | set(slots) | self._in_use
         for key in keys:
             metrics.LIMIT_IN_USE.labels(key).set(slots.get(key, 0))
+        self._in_use = set(slots)
+        self._gauged |= keys

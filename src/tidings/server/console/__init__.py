@@ -18,6 +18,7 @@ from tidings.server.console import (
     campaigns,
     contacts,
     email,
+    limits,
     overview,
     push,
     queues,
@@ -46,7 +47,7 @@ def console_routes(ctx: Context, check: TokenCheck | None = None) -> list[BaseRo
     to its scope; None: the node has no tokens and the console is open."""
     console = Console(ctx, Sessions(ctx.t.overview.secret("console-session-key"), check))
     inner: list[BaseRoute] = [Route("/static/{name}", _static, methods=["GET"])]
-    for part in (overview, queues, push, schedules, campaigns, email, contacts, auth):
+    for part in (overview, queues, push, schedules, campaigns, email, contacts, limits, auth):
         inner += part.routes(console)
     return [
         Route("/ui", lambda request: RedirectResponse("/ui/", 308), methods=["GET"]),

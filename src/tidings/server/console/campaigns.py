@@ -39,10 +39,12 @@ def routes(console: Console) -> list[Route]:
                   for i in range(len(counts))]
         forecast = chart("Firings per minute, next 6 hours (UTC)", labels,
                          [("firings", counts)], kind="bar")
+        limited = await ctx.bridge.run(views.limited, name)
         who = request.query_params.get("recipient", "")
         found = await ctx.bridge.run(views.recipient, name, who) if who.strip() else None
         return console.render(request, session, "campaign.html", c=view, steps=steps,
                               forecast=forecast, total=sum(counts), found=found,
+                              limited=limited,
                               recipient=who, now=ctx.t.clock.now_ms())
 
     def _move(verb: str) -> Any:

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
 
 from tidings.campaigns.fanout import FanoutOptions
 from tidings.campaigns.fanout_source import Columns
@@ -167,7 +168,31 @@ async def fanout(
     return summary.to_json()
 
 
-@router.get("/forecast", summary="Planned firings per minute over a horizon")
+class LimitedOut(BaseModel):
+    key: str = Field(description="A limit key some firings count against "
+                     "(`queue:<name>`, `webhook:<host>`, `function:<name>`, `smtp:<relay>`).")
+    rate: str = Field(description="Its rate, e.g. `50/s`.")
+    firings: int = Field(description="Firings due within the horizon that count against it.")
+    started: list[int] = Field(description="Per bucket: how many its rate lets start.")
+    drains_at_ms: int | None = Field(description="The end of the bucket in which the last "
+                                     "one starts (epoch ms); null: after the horizon.")
+
+
+class ForecastOut(BaseModel):
+    start_ms: int
+    bucket_ms: int
+    buckets: int
+    occurrences: dict[str, list[int]] = Field(description="By target kind, at occurrence.")
+    firings: dict[str, list[int]] = Field(description="By target kind, when due (after "
+                                          "flexible windows).")
+    email_rate_per_s: float
+    email_sent: list[int]
+    limited: list[LimitedOut] = Field(description="Per limit key with a rate: when its "
+                                      "firings start and drain.")
+
+
+@router.get("/forecast", summary="Planned firings per minute over a horizon",
+            response_model=ForecastOut)
 async def forecast(ctx: Ctx, hours: ForecastHours = 48,
                    bucket_minutes: BucketMinutes = 1) -> dict[str, Any]:
     fc = await ctx.bridge.run(lambda: ctx.t.campaigns.forecast(

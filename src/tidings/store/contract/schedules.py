@@ -165,3 +165,11 @@ class ScheduleStore(Protocol):
         """(bucket start, target kind, count) of enabled schedules due in [start, end):
         by due_at (after flexible offsets) or, with `by_occurrence`, by next_fire_at."""
         ...
+
+    def firing_counts_by_destination(self, start_ms: int, end_ms: int, bucket_ms: int, *,
+                                     group: str | None = None
+                                     ) -> list[tuple[int, str, str, int]]:
+        """(bucket start, target kind, destination, count) of enabled schedules due in
+        [start, end) (of one group, if given), by due_at: what the forecast counts against
+        limit keys."""
+        ...

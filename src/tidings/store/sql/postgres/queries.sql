@@ -604,6 +604,18 @@ SELECT state, COUNT(*) FROM schedules WHERE group_name = %s GROUP BY state;
 SELECT due_at / %s, target::json ->> 'kind', COUNT(*) FROM schedules
 WHERE due_at >= %s AND due_at < %s GROUP BY 1, 2;
 
+-- name: firings_by_due_destination
+-- (bucket, start, end): the forecast's limited keys (a queue's, a host's, a function's):
+-- due firings per bucket, target kind and destination.
+SELECT due_at / %s, target::json ->> 'kind', target::json ->> 'destination', COUNT(*)
+FROM schedules WHERE due_at >= %s AND due_at < %s GROUP BY 1, 2, 3;
+
+-- name: group_firings_by_due_destination
+-- `firings_by_due_destination` of one group (a campaign).
+SELECT due_at / %(bucket)s, target::json ->> 'kind', target::json ->> 'destination', COUNT(*)
+FROM schedules WHERE group_name = %(group)s AND due_at >= %(lo)s AND due_at < %(hi)s
+GROUP BY 1, 2, 3;
+
 -- name: firings_by_occurrence
 SELECT next_fire_at / %s, target::json ->> 'kind', COUNT(*) FROM schedules
 WHERE due_at IS NOT NULL AND next_fire_at >= %s AND next_fire_at < %s GROUP BY 1, 2;

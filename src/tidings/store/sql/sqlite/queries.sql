@@ -481,6 +481,19 @@ SELECT state, COUNT(*) FROM schedules WHERE group_name = ? GROUP BY state;
 SELECT due_at / ?, json_extract(target, '$.kind'), COUNT(*) FROM schedules
 WHERE due_at >= ? AND due_at < ? GROUP BY 1, 2;
 
+-- name: firings_by_due_destination
+-- (bucket, start, end): the forecast's limited keys (a queue's, a host's, a function's):
+-- due firings per bucket, target kind and destination.
+SELECT due_at / ?, json_extract(target, '$.kind'), json_extract(target, '$.destination'),
+    COUNT(*) FROM schedules
+WHERE due_at >= ? AND due_at < ? GROUP BY 1, 2, 3;
+
+-- name: group_firings_by_due_destination
+-- `firings_by_due_destination` of one group (a campaign).
+SELECT due_at / :bucket, json_extract(target, '$.kind'),
+    json_extract(target, '$.destination'), COUNT(*) FROM schedules
+WHERE group_name = :group AND due_at >= :lo AND due_at < :hi GROUP BY 1, 2, 3;
+
 -- name: firings_by_occurrence
 SELECT next_fire_at / ?, json_extract(target, '$.kind'), COUNT(*) FROM schedules
 WHERE due_at IS NOT NULL AND next_fire_at >= ? AND next_fire_at < ? GROUP BY 1, 2;
