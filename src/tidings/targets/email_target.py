@@ -72,12 +72,12 @@ def email_domain(text: str) -> str | None:
     if (m := _FIRST_TO.search(text)) and "@" in m.group(1):
         return domain_of(m.group(1).rstrip("> ")) or None
     try:
-        recipients = parse_send_email(text).recipients
-    except ValidationError:
+        dest = json.loads(text)["Destination"]
+        first = (dest.get("ToAddresses") or dest.get("CcAddresses")
+                 or dest.get("BccAddresses"))[0]
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
         return None  # the delivery will say what is wrong with it
-    if not recipients:
-        return None
-    return domain_of(recipients[0].rstrip("> ")) or None
+    return domain_of(str(first).rstrip("> ")) or None
 
 
 class EmailTarget:
