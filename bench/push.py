@@ -154,7 +154,7 @@ def wait_drained(t: Tidings, queue: str, timeout_s: float) -> None:
     while not drained(t, queue):
         if time.time() > deadline:
             raise RuntimeError(f"{queue} not drained within {timeout_s} s")
-        time.sleep(0.05)
+        time.sleep(0.25)  # each look is a count: often, it costs the pushers CPU
 
 
 PG = os.environ.get("TIDINGS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")

@@ -15,8 +15,8 @@ in group commits (`push/outcomes.py`).
   rest of the group's batch goes back uncounted (the failed one's lease keeps the group
   blocked until its retry, so the order holds).
 
-Receives are batched: a push that ends wakes the loop only once a quarter of the slots
-(at least one) is free, or none is busy, so a busy subscription leases its messages by
+Receives are batched: a push that ends wakes the loop only once half the slots (at
+least one) are free, or none is busy, so a busy subscription leases its messages by
 the dozen, not one per ended push; a message sent meanwhile wakes it at once.
 """
 
@@ -187,7 +187,7 @@ class SubscriptionPusher:
         concurrency = allowed.concurrency
         await self.slots.keep(concurrency, concurrency)
         held = self.slots.count()
-        self._wake_at = max(held // 4, 1)
+        self._wake_at = max(held // 2, 1)
         room = held - self.in_flight
         if room <= 0:  # every slot busy (woken when a push ends), or none to be had
             return POLL_S if held else POLL_S / 4

@@ -77,6 +77,11 @@ def _tls() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
+@functools.lru_cache(maxsize=64)
+def _timeout(seconds: float) -> aiohttp.ClientTimeout:
+    return aiohttp.ClientTimeout(total=seconds)
+
+
 class PushSender:
     def __init__(self, guard: WebhookGuard | None = None) -> None:
         self.guard = guard or WebhookGuard(enabled=False)
@@ -92,10 +97,11 @@ class PushSender:
                                              keepalive_timeout=KEEPALIVE_S,
                                              enable_cleanup_closed=False)
             # No cookies kept between pushes, no default User-Agent (ours is set), and
-            # the answer's body left as the endpoint sent it.
+            # the answer's body read as sent (only its start is kept): so no
+            # Accept-Encoding asking for a compressed one.
             session = self._sessions[key] = aiohttp.ClientSession(
                 connector=connector, cookie_jar=aiohttp.DummyCookieJar(),
-                auto_decompress=False, skip_auto_headers=("User-Agent",))
+                auto_decompress=False, skip_auto_headers=("User-Agent", "Accept-Encoding"))
         return session
 
     async def post(self, endpoint: str, body: bytes, headers: dict[str, str], *,
@@ -114,7 +120,7 @@ class PushSender:
         try:
             async with self._session(url, pool).post(
                     url, data=body, headers=headers, allow_redirects=False,
-                    timeout=aiohttp.ClientTimeout(total=timeout_s), **extra) as response:
+                    timeout=_timeout(timeout_s), **extra) as response:
                 status = response.status
                 if 200 <= status < 300:
                     if (response.content_length or 0) <= MAX_DRAINED:
