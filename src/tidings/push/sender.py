@@ -6,9 +6,9 @@ A pool per endpoint origin, sized to the subscription's concurrency: a slow endp
 fills only its own pool, so it never holds back another queue's pushes. Redirects are not
 followed (a 3xx is a failure, as for webhooks).
 
-Why aiohttp and not httpx (which webhook targets use): on this machine's 2 cores, 64
-pushes at a time to a loopback receiver answering at once, httpx made 520-580 requests a
-second and aiohttp 5,100-6,300 (`docs/benchmarks.md`, push): httpx's pool walk and
+Why aiohttp and not httpx (which webhook targets use): on 2 cores, 64 pushes at a time
+to a loopback receiver answering at once, httpx made 520-580 requests a second and
+aiohttp 5,100-6,300 (docs/benchmarks.md, push subscriptions): httpx's pool walk and
 per-request machinery cost more than the push itself.
 """
 
