@@ -91,6 +91,15 @@ class Settings:
                                              "domain).")
     email_daily_cap: int = _setting(0, "At most this many list emails to one recipient per "
                                     "local day (0: no cap).", low=0)
+    email_warmup: str | None = _setting(None, "A new sending domain's warm-up: its daily "
+                                        "caps day by day from its first send, e.g. "
+                                        "50,100,250,500,1000 (UTC days; no cap past the "
+                                        "last); none: no warm-up.")
+    email_soft_bounces: int = _setting(3, "Soft bounces of one address within "
+                                       "TIDINGS_EMAIL_SOFT_BOUNCE_DAYS that put it on the "
+                                       "suppression list (0: never).", low=0)
+    email_soft_bounce_days: float = _setting(7.0, "The window soft bounces are counted in, "
+                                             "in days.", above=0)
     smtp_backoff_max_s: float = _setting(60.0, "Longest pause before trying again a relay "
                                          "that is down or asked to slow down.", above=0)
     smtp_relay_wait_s: float = _setting(300.0, "Seconds an email waits for a relay that is "
@@ -103,6 +112,15 @@ class Settings:
     bounce_listen: str | None = _setting(None, "host:port of the inbound SMTP listener for "
                                          "bounces (DSNs) and complaints (ARF reports); "
                                          "none: not started.")
+    sns_verify: bool = _setting(True, "Believe an SES notification only in an SNS message "
+                                "whose signature holds (and confirm an SNS subscription "
+                                "itself).")
+    sns_cert_host: str = _setting(r"sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?",
+                                  "The hosts (a regular expression of host or host:port) "
+                                  "SNS signing certificates and subscription links may "
+                                  "come from.")
+    sns_ca_file: str | None = _setting(None, "CA certificates to trust when fetching SNS "
+                                       "signing certificates (default: the system's).")
     insecure_unsubscribe_links: bool = _setting(
         False, "Deliver email from a node beyond loopback without an https "
         "TIDINGS_PUBLIC_URL (unsubscribe links mail providers refuse; warned once).")

@@ -108,6 +108,25 @@ def test_a_held_back_message_keeps_its_receive_count(t: Tidings, clock: FrozenCl
         clock.advance(5000)
 
 
+def test_a_held_back_message_comes_back_at_once_when_its_limit_changes(
+        t: Tidings, clock: FrozenClock) -> None:
+    q, jobs = t.queues, Jobs(t.queues)
+    rec = q.create_queue("jobs", visibility_timeout_s=30)
+    q.send("jobs", '{"type": "x", "id": 1}')
+    (held,) = jobs.receive(rec, 10)
+    now = clock.now_ms()
+    t.store.hold_back_messages(rec.id, [HeldBack(held.receipt, now + 60_000)], now)
+    assert jobs.receive(rec, 10) == []
+    found = (held.receipt.row_id, held.receipt.lease_token)
+    assert t.store.wake_held_back(rec.id + 1, [found], now) == 0  # another queue's id
+    assert t.store.wake_held_back(rec.id, [found], now) == 1
+    (again,) = jobs.receive(rec, 10)
+    assert again.message.receive_count == 1  # the hold still cost no attempt
+    # received since: the old receipt no longer finds it, and a leased message stays leased
+    assert t.store.wake_held_back(rec.id, [found], now) == 0
+    assert jobs.receive(rec, 10) == []
+
+
 def test_the_sweep_forgets_starts_and_slots_no_window_needs(t: Tidings, clock: FrozenClock) -> None:
     now = clock.now_ms()
     rule = KeyRule("k", Rate(2, 1000), None, 1)

@@ -15,7 +15,7 @@ import pytest
 
 from tidings.errors import DatabaseNotFound, SchemaTooNew, ValidationError
 from tidings.store import Create, migrate, open_store, sqlite_path
-from tidings.store.migrate import SchemaRecord
+from tidings.store.migrate import SchemaRecord, known
 from tidings.store.sqlfiles import migrations
 from tidings.version import VERSION
 
@@ -78,11 +78,10 @@ def test_the_release_that_migrated_is_recorded(db_url: str) -> None:
         status = store.schema_status()
     finally:
         store.close()
-    steps = migrate.known(backend_of(db_url))
-    top = steps[-1].version
-    # nodes that predate the additive steps at the end may still run on it
-    compatible = max(m.version for m in steps if not m.additive)
-    assert status.record == SchemaRecord(top, compatible, VERSION, 1234)
+    top = migrations(backend_of(db_url))[-1][0]
+    # the last migration an older node cannot run beside (the newer ones are additive)
+    breaking = max(m.version for m in known(backend_of(db_url)) if not m.additive)
+    assert status.record == SchemaRecord(top, breaking, VERSION, 1234)
     assert (status.database, status.migrated_by, status.unknown, status.usable) == (
         top, VERSION, [], True)
 

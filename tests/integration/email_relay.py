@@ -43,6 +43,8 @@ class Relay:
     mail_replies: list[str] = field(default_factory=list)  # consumed one per MAIL
     pipelining: bool = False
     refuse_rcpt: dict[str, str] = field(default_factory=dict)  # address → reply
+    #: domain → replies, consumed one per RCPT to the domain (then 250)
+    rcpt_replies: dict[str, list[str]] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
     data_delay_s: float = 0.0  # a slow relay, so concurrent sessions pile up
     data_attempts: int = 0
@@ -71,6 +73,10 @@ class Relay:
     async def handle_RCPT(self, server: SMTP, session: Session, envelope: Envelope,
                           address: str, rcpt_options: list[str]) -> str:
         reply = self.refuse_rcpt.get(address.lower())
+        with self.lock:
+            script = self.rcpt_replies.get(address.rpartition("@")[2].lower())
+            if not reply and script:
+                reply = script.pop(0)
         if reply:
             return reply
         envelope.rcpt_tos.append(address)

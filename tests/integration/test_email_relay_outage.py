@@ -102,3 +102,42 @@ def test_a_relay_down_then_up_is_two_lines_and_the_mail_goes(
     assert [d.attempts for d in t.email.log()[0]] == [1, 1, 1]
     assert len(relay.received) == 3
     assert not [r for r in caplog.records if r.exc_info or "failed (attempt" in r.message]
+
+
+def domain_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "tidings.email.domains"]
+
+
+def test_a_slow_down_at_rcpt_holds_that_domain_only_and_costs_no_attempt(
+        t: Tidings, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    slow = "450 4.7.1 Too many messages to this domain, slow down"
+    relay = Relay(rcpt_replies={"slow.example": [slow, slow]})
+    with running_relay(relay) as url:
+        when = time.strftime("at(%Y-%m-%dT%H:%M:%S)", time.gmtime())
+        for name, domain in (("ann", "slow.example"), ("bo", "fast.example"),
+                             ("cy", "fast.example")):
+            doc = ('{"FromEmailAddress": "news@example.com", "Destination": {"ToAddresses":'
+                   f' ["{name}@{domain}"]}}, "Content": {{"Simple": {{"Subject": {{"Data": '
+                   '"Hi"}, "Body": {"Text": {"Data": "Hello"}}}}}')
+            t.schedules.create(ScheduleSpec(name, when, Target(TargetKind.EMAIL, "",
+                                                               input=doc)))
+        node = Node(t, Settings(db=t.settings.db, smtp_url=url, **NODE))  # type: ignore[arg-type]
+
+        async def scenario(_: asyncio.Task[None]) -> None:
+            await until(lambda: sent(t, 3))
+
+        run_with(node, scenario)
+    order = [r.rcpt_tos[0] for r in relay.received]
+    assert order.index("ann@slow.example") == 2  # held: the other domain went first
+    assert not relay.rcpt_replies["slow.example"]  # two slow-downs, then taken
+    held = domain_lines(caplog)
+    assert held[0] == f"SMTP relay asked to slow down for slow.example: {slow}; holding " \
+        "its emails for 1 s"
+    assert held[1] == f"SMTP relay asked to slow down for slow.example: {slow}; holding " \
+        "its emails for 2 s"
+    assert held[2:] == ["SMTP relay takes mail for slow.example again"]
+    assert lines(caplog) == []  # the relay itself was never slowed
+    rows = {d.recipients[0]: d for d in t.email.log()[0]}
+    assert [rows[a].attempts for a in sorted(rows)] == [1, 1, 1]  # the holds cost none
+    assert not [r for r in caplog.records if r.exc_info or "failed (attempt" in r.message]

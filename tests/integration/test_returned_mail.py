@@ -14,12 +14,14 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from email_relay import Relay, free_port, running_relay
 from serving import running_server
+from sns_signer import Sns, running_sns
 
 from tidings.client import Tidings
 from tidings.model.email import DeliveryState, EmailMessage, SuppressionReason
@@ -34,21 +36,23 @@ class Served:
     url: str
     relay: Relay
     inbound: int
+    sns: Sns
 
 
 @pytest.fixture
-def served(db_url: str) -> Iterator[Served]:
+def served(db_url: str, tmp_path: Path) -> Iterator[Served]:
     relay = Relay()
     port = free_port()
-    with running_relay(relay) as smtp_url:
+    with running_relay(relay) as smtp_url, running_sns(tmp_path) as sns:
         config = Settings(db=db_url, concurrency=2, shutdown_grace_s=1, smtp_url=smtp_url,
                           bounce_address="bounces@mail.example.com",
-                          bounce_listen=f"127.0.0.1:{port}")
+                          bounce_listen=f"127.0.0.1:{port}", sns_cert_host=sns.cert_host,
+                          sns_ca_file=sns.ca_file)
         t = Tidings(settings=config)
         node = Node(t, config)
         try:
             with running_server(node.http_app()) as url:
-                yield Served(t, url, relay, port)
+                yield Served(t, url, relay, port, sns)
         finally:
             node.bridge.close()
             t.close()
@@ -154,6 +158,14 @@ Body
 """.replace("\n", "\r\n")
 
 
+def envelope(notification: dict[str, Any], n: int = 1) -> dict[str, Any]:
+    """An SES notification as SNS delivers it (unsigned yet)."""
+    return {"Type": "Notification", "MessageId": f"sns-{n}",
+            "TopicArn": "arn:aws:sns:us-east-1:000000000000:ses-feedback",
+            "Subject": "Amazon SES Email Event Notification",
+            "Message": json.dumps(notification), "Timestamp": "2026-12-03T21:00:01.000Z"}
+
+
 def mail_in(s: Served, rcpt: str, report: str) -> None:
     with smtplib.SMTP("127.0.0.1", s.inbound, timeout=20) as smtp:
         smtp.sendmail("MAILER-DAEMON@mx.example.org", [rcpt], report.encode())
@@ -189,6 +201,14 @@ def test_dsns_and_arf_reports_over_smtp(served: Served) -> None:
     complaint = s.t.email.suppression("angry@example.org")
     assert complaint is not None and complaint.reason is SuppressionReason.COMPLAINT
     assert s.t.email.suppression("full@example.org") is None  # soft: counted only
+    # each event joins its delivery's detail; the hard bounce turns SENT into BOUNCED
+    log = {d.id: d for d in s.t.email.log()[0]}
+    assert log[gone_id].state is DeliveryState.BOUNCED
+    assert "HARD_BOUNCE (dsn) gone@example.org: failed 5.1.1" in (log[gone_id].detail or "")
+    assert log[full_id].state is DeliveryState.SENT
+    assert "SOFT_BOUNCE (dsn) full@example.org: delayed 4.2.2" in (log[full_id].detail or "")
+    assert log[spam_id].state is DeliveryState.SENT
+    assert "COMPLAINT (arf) angry@example.org: feedback abuse" in (log[spam_id].detail or "")
     assert s.t.email.returns.soft_bounces("full@example.org") == 1
     # and the next message to a hard-bounced address is not sent
     again = s.t.email.send(EmailMessage(from_address="news@example.com",
@@ -223,10 +243,8 @@ def test_relay_webhooks(served: Served) -> None:
         "mail": {"messageId": "0100018c-ses-own-id", "source": "news@example.com",
                  "destination": ["ses-gone@example.org"],
                  "commonHeaders": {"messageId": f"<{message_id}>"}}}
-    envelope = {"Type": "Notification", "MessageId": "sns-1",
-                "TopicArn": "arn:aws:sns:us-east-1:000000000000:ses-feedback",
-                "Message": json.dumps(notification)}
-    r = httpx.post(f"{s.url}/v1/email/events/ses", content=json.dumps(envelope),
+    r = httpx.post(f"{s.url}/v1/email/events/ses", content=json.dumps(
+        s.sns.sign(envelope(notification))),
                    headers={"x-amz-sns-message-type": "Notification"})
     assert r.status_code == 200, r.text
     [event] = r.json()["recorded"]
@@ -234,12 +252,8 @@ def test_relay_webhooks(served: Served) -> None:
     complaint = {"notificationType": "Complaint", "complaint": {
         "complainedRecipients": [{"emailAddress": "ses-angry@example.org"}],
         "complaintFeedbackType": "abuse"}, "mail": {}}
-    assert httpx.post(f"{s.url}/v1/email/events/ses",
-                      json=complaint).json()["recorded"][0]["kind"] == "COMPLAINT"
-    confirm = httpx.post(f"{s.url}/v1/email/events/ses", json={
-        "Type": "SubscriptionConfirmation", "SubscribeURL": "https://sns.example/confirm"},
-        headers={"x-amz-sns-message-type": "SubscriptionConfirmation"})
-    assert confirm.json() == {"recorded": [], "confirm": "https://sns.example/confirm"}
+    assert httpx.post(f"{s.url}/v1/email/events/ses", json=s.sns.sign(
+        envelope(complaint), version="1")).json()["recorded"][0]["kind"] == "COMPLAINT"
 
     for body, kind in (
             ({"RecordType": "Bounce", "Type": "HardBounce", "TypeCode": 1,
@@ -272,3 +286,75 @@ def test_relay_webhooks(served: Served) -> None:
     assert done.returncode == 0, done.stderr
     assert [(e["kind"], e["source"]) for e in json.loads(done.stdout)] == \
         [("COMPLAINT", "postmark")]
+
+
+def test_sns_signatures_are_checked_and_a_subscription_confirmed(served: Served) -> None:
+    s = served
+    events = f"{s.url}/v1/email/events/ses"
+    bounce = {"notificationType": "Bounce", "bounce": {
+        "bounceType": "Permanent", "bouncedRecipients": [{"emailAddress": "x@example.org"}]},
+        "mail": {}}
+    signed = s.sns.sign(envelope(bounce))
+    # tampered with after signing: another address to suppress
+    forged = {**signed, "Message": signed["Message"].replace("x@example.org",
+                                                             "victim@example.org")}
+    r = httpx.post(events, json=forged)
+    assert r.status_code == 403 and "signature does not match" in r.text, r.text
+    # signed, but with a certificate from a host that is not SNS's
+    elsewhere = s.sns.sign(envelope(bounce), cert_url=s.sns.base.replace(
+        "127.0.0.1", "localhost") + "/SimpleNotificationService-1.pem")
+    r = httpx.post(events, json=elsewhere)
+    assert r.status_code == 403 and "not an https URL of Amazon SNS" in r.text, r.text
+    plain = s.sns.sign(envelope(bounce), cert_url=s.sns.base.replace("https", "http") +
+                       "/SimpleNotificationService-1.pem")
+    assert httpx.post(events, json=plain).status_code == 403
+    unsigned_version = {**signed, "SignatureVersion": "3"}
+    assert httpx.post(events, json=unsigned_version).status_code == 403
+    # not in an SNS envelope at all: nothing to verify
+    r = httpx.post(events, json=bounce)
+    assert r.status_code == 400 and "signed SNS messages" in r.text, r.text
+    assert s.t.email.suppression("victim@example.org") is None
+    assert s.t.email.returns.events()[0] == []
+    assert s.sns.fetched == ["/SimpleNotificationService-1.pem"]  # once: kept by URL
+
+    subscription = s.sns.sign({
+        "Type": "SubscriptionConfirmation", "MessageId": "sns-sub", "Token": "tok-1",
+        "TopicArn": "arn:aws:sns:us-east-1:000000000000:ses-feedback",
+        "Message": "You have chosen to subscribe to the topic …",
+        "SubscribeURL": f"{s.sns.base}/?Action=ConfirmSubscription&Token=tok-1",
+        "Timestamp": "2026-12-03T21:00:00.000Z"}, version="1")
+    r = httpx.post(events, json=subscription,
+                   headers={"x-amz-sns-message-type": "SubscriptionConfirmation"})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"recorded": [],
+                        "confirmed": "arn:aws:sns:us-east-1:000000000000:ses-feedback"}
+    assert s.sns.fetched[-1] == "/?Action=ConfirmSubscription&Token=tok-1"
+    # a confirmation link to anywhere else is not followed, even signed
+    foreign = s.sns.sign({**subscription, "SubscribeURL": "https://attacker.example/x"})
+    r = httpx.post(events, json=foreign)
+    assert r.status_code == 403 and "SubscribeURL" in r.text
+    assert len(s.sns.fetched) == 2
+
+    r = httpx.post(events, json=signed)  # the genuine one
+    assert r.status_code == 200 and r.json()["recorded"][0]["address"] == "x@example.org"
+
+
+def test_without_sns_verification_a_bare_notification_is_taken(db_url: str) -> None:
+    config = Settings(db=db_url, sns_verify=False)
+    with Tidings(settings=config) as t:
+        node = Node(t, config)
+        try:
+            with running_server(node.http_app()) as url:
+                bare_notifications(url)
+        finally:
+            node.bridge.close()
+
+
+def bare_notifications(url: str) -> None:
+    r = httpx.post(f"{url}/v1/email/events/ses", json={
+        "notificationType": "Complaint", "complaint": {
+            "complainedRecipients": [{"emailAddress": "bare@example.org"}]}, "mail": {}})
+    assert r.status_code == 200 and r.json()["recorded"][0]["kind"] == "COMPLAINT"
+    confirm = httpx.post(f"{url}/v1/email/events/ses", json={
+        "Type": "SubscriptionConfirmation", "SubscribeURL": "https://sns.example/c"})
+    assert confirm.json() == {"recorded": [], "confirm": "https://sns.example/c"}

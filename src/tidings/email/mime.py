@@ -94,13 +94,24 @@ def address(value: str) -> str:
     return email.utils.formataddr((name, f"{local}@{domain}"), charset="utf-8")
 
 
+def _address(value: str) -> str:
+    """`address`, without its cache for a bare ASCII address (every recipient of a
+    campaign is a new one: the cache only churned), which is written as it is."""
+    if value.isascii() and "<" not in value and '"' not in value:
+        return value.strip()
+    return address(value)
+
+
 def address_list(name: str, values: tuple[str, ...]) -> str:
     # One address per continuation line keeps every line short, whatever the count.
-    return f"{name}: " + ("," + CRLF + " ").join(address(v) for v in values)
+    return f"{name}: " + ("," + CRLF + " ").join(_address(v) for v in values)
 
 
 def _body(text: str) -> tuple[str, str]:
     """(Content-Transfer-Encoding, encoded body with CRLF line ends)."""
+    if "\r" not in text and text.isascii() and (
+            len(text) <= 998 or max(map(len, text.split("\n"))) <= 998):
+        return "7bit", text.replace("\n", CRLF)  # the common case, in two passes
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if text.isascii() and all(len(line) <= 998 for line in lines):
         return "7bit", CRLF.join(lines)

@@ -11,9 +11,12 @@ change, never a traceback per message):
 - DOWN: a connection could not be opened (refused, timed out, TLS or AUTH refused, a
   4xx/5xx greeting). One probe reconnects after a back-off that doubles up to
   `backoff_max_s`; mail waits meanwhile.
-- SLOWED: the relay said "slow down" (421, or a 4xx about its sending rate: see
-  `slow_down`). The message that got it goes back to the head of the line, untried
-  as far as its retry policy knows, and nothing is sent for the back-off.
+- SLOWED: the relay said "slow down" (421 anywhere, or a 4xx about its sending rate to
+  MAIL or DATA: see `slow_down`). The message that got it goes back to the head of the
+  line, untried as far as its retry policy knows, and nothing is sent for the back-off.
+  A rate reply to RCPT is about the recipients' domains instead: the message fails with
+  `SmtpSlowDown` naming them, and the email target holds those domains
+  (`domain_holds.py`) while the relay carries on with other mail.
 Waiting mail does not burn its attempts: it goes when the relay is back. Mail that has
 waited `wait_s` fails as a temporary error (the job is retried later by the queue), so a
 relay down for hours does not hold deliveries forever.
@@ -36,7 +39,12 @@ import aiosmtplib
 
 from tidings.email.pace import TokenBucket
 from tidings.email.session import Reply, Session, SessionLost, content, envelope, open_session
-from tidings.email.smtp_errors import SendResult, SmtpPermanentError, SmtpTemporaryError
+from tidings.email.smtp_errors import (
+    SendResult,
+    SmtpPermanentError,
+    SmtpSlowDown,
+    SmtpTemporaryError,
+)
 
 log = logging.getLogger("tidings.email.relay")
 
@@ -385,8 +393,14 @@ class RelayPool:
             item.settle(_error(mail, item.recipients))
         elif len(refused) == len(item.recipients):
             replies = list(refused.values())
+            if any(r.code == 421 for r in replies):
+                raise _SlowDown(replies[0])  # the relay closes the session: its own pace
             if all(slow_down(r) for r in replies):
-                raise _SlowDown(replies[0])
+                # a rate reply to RCPT concerns the recipients' domains (a relay paces
+                # each destination): they are held, the relay goes on with other mail
+                item.settle(SmtpSlowDown(replies[0].code, replies[0].text, sorted(
+                    {a.rpartition("@")[2].lower() for a in refused})))
+                return None
             if all(400 <= r.code < 500 for r in replies):
                 item.settle(SmtpTemporaryError(replies[0].code, replies[0].text))
             else:

@@ -23,7 +23,9 @@ from tidings.email.contacts import ContactLists
 from tidings.email.daily_cap import over_daily_cap
 from tidings.email.identities import Identities
 from tidings.email.mime import Unsubscribe
+from tidings.email.resend import DeliveryFilter, Resent, resend
 from tidings.email.sesv2 import RawEmailMessage, parse_send_email, send_email_document
+from tidings.email.sns import SnsVerifier
 from tidings.email.suppression import reason_of, suppression_key
 from tidings.email.templates import (
     CompiledEmailTemplate,
@@ -48,13 +50,11 @@ from tidings.model.firings import FiringContext, delivery_job
 from tidings.model.paging import page_after, page_token
 from tidings.model.queues import check_range
 from tidings.model.schedules import Target, TargetKind
-from tidings.notify.base import queue_channel
 from tidings.queues.internal import EMAIL_QUEUE, backlog, ensure_internal_queues
 from tidings.queues.service import QueueService
 from tidings.settings import Settings
 from tidings.store.base import (
     ContactStore,
-    DeliveryQuery,
     EmailStore,
     QueueStore,
     SecurityStore,
@@ -110,23 +110,6 @@ class Prepared:
         return go, "; ".join(notes)
 
 
-RESEND_PAGE = 500
-RESENDABLE = (DeliveryState.FAILED, DeliveryState.RENDERING_FAILURE)
-
-
-def _resendable(state: str) -> DeliveryState:
-    for wanted in RESENDABLE:
-        if state.upper() == wanted.value:
-            return wanted
-    raise ValidationError("state", "a resend takes FAILED or RENDERING_FAILURE deliveries")
-
-
-@dataclass
-class Resent:
-    resent: int = 0
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (delivery id, why)
-
-
 class EmailService:
     def __init__(self, store: EmailServiceStore, clock: Clock, queues: QueueService,
                  settings: Settings) -> None:
@@ -138,7 +121,9 @@ class EmailService:
         self._tokens: UnsubscribeTokens | None = None
         self.identities = Identities(store, clock, settings)
         self.contacts = ContactLists(store, clock)
-        self.returns = ReturnedMail(store, clock)
+        self.sns = SnsVerifier(settings.sns_cert_host, settings.sns_ca_file)
+        self.returns = ReturnedMail(store, clock, soft_bounces=settings.email_soft_bounces,
+                                    soft_bounce_days=settings.email_soft_bounce_days)
 
     # templates ------------------------------------------------------------------------------
 
@@ -374,45 +359,9 @@ class EmailService:
     def resend(self, *, message_id: str | None = None, recipient: str | None = None,
                campaign: str | None = None, state: str | None = None,
                since: int | None = None, until: int | None = None) -> Resent:
-        """Put failed deliveries matching every given filter back in line (SES has no such
-        call; operators of a relay outage need one). FAILED and RENDERING_FAILURE are
-        resent (`state` picks one); a BOUNCED address is suppressed, so it is not. Each
-        delivery goes back once per call, even with two operators resending at once."""
-        states = RESENDABLE if state is None else (_resendable(state),)
-        ensure_internal_queues(self.queues)
-        queue = self.queues.get_queue(EMAIL_QUEUE)
-        outcome = Resent()
-        for wanted in states:
-            query = DeliveryQuery(message_id=message_id, state=wanted,
-                                  recipient=normalise_address(recipient) if recipient else None,
-                                  schedule_prefix=f"{campaign}/" if campaign else None,
-                                  created_from=since, created_until=until)
-            after = 0
-            while True:
-                page = self.store.find_deliveries(query, after, RESEND_PAGE)
-                if not page:
-                    break
-                after = page[-1].seq
-                now = self.clock.now_ms()
-                resends = []
-                for d in page:
-                    if d.document is None:
-                        outcome.skipped.append((d.id, "sent before tidings kept what to "
-                                                "resend (no document)"))
-                        continue
-                    # A job of its own (the first one's key is done), the same delivery.
-                    job = {**json.loads(d.document), "resent_at": now,
-                           "id": f"{d.id}/resend-{now}"}
-                    resends.append((d, self.queues.ops.new_message(queue, json.dumps(job),
-                                                                   now=now)))
-                won = self.store.resend_deliveries(resends, queue.id, now)
-                outcome.resent += sum(won)
-                outcome.skipped.extend((d.id, "changed meanwhile (resent already?)")
-                                       for (d, _), ok in zip(resends, won, strict=True)
-                                       if not ok)
-        if outcome.resent:
-            self.queues.notifier.notify(queue_channel(queue.id))
-        return outcome
+        """Put failed deliveries back in line (`email/resend.py`)."""
+        return resend(self.store, self.clock, self.queues, DeliveryFilter(
+            message_id, recipient, campaign, state, since, until))
 
     def waiting(self) -> int:
         """Emails accepted and not yet taken by a node with a relay (or being retried)."""

@@ -27,10 +27,15 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from tidings.email.pace import TokenBucket
 from tidings.email.relay import RelayPool, close_all
 from tidings.email.session import new_client
-from tidings.email.smtp_errors import SendResult, SmtpPermanentError, SmtpTemporaryError
+from tidings.email.smtp_errors import (
+    SendResult,
+    SmtpPermanentError,
+    SmtpSlowDown,
+    SmtpTemporaryError,
+)
 from tidings.errors import ValidationError
 
-__all__ = ["RelayConfig", "SendResult", "SmtpPermanentError", "SmtpSender",
+__all__ = ["RelayConfig", "SendResult", "SmtpPermanentError", "SmtpSender", "SmtpSlowDown",
            "SmtpTemporaryError", "TokenBucket"]
 
 

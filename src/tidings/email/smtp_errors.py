@@ -18,6 +18,16 @@ class SmtpTemporaryError(Exception):
         self.message = message
 
 
+class SmtpSlowDown(SmtpTemporaryError):
+    """The relay refused every recipient with "slow down" at RCPT (e.g. `450 4.7.1 too
+    many messages to this domain`): a pace set for the recipients' domains, not for the
+    relay, so those domains are held (`domain_holds.py`) and other mail goes on."""
+
+    def __init__(self, code: int, message: str, domains: Sequence[str]) -> None:
+        super().__init__(code, message)
+        self.domains = tuple(domains)
+
+
 class SmtpPermanentError(Exception):
     def __init__(self, code: int, message: str, refused: Sequence[str]) -> None:
         super().__init__(f"{code} {message}")

@@ -96,6 +96,7 @@ class Consumer:
                                free_slots=self.runner.free_slots,
                                count_held_back=self._count_held_back)
         self.runner.on_slot_freed = self.limiter.slot_freed
+        self.book.on_change = self.limiter.limits_changed
         self.completer.limiter = self.limiter
         self.limited = any(r.limits for r in app.handlers.values())
         self.keys = JobKeys(ledger, jobs, bridge, app,

@@ -31,10 +31,15 @@ from tidings.schedules.firing_log import FiringLog, Outcome
 from tidings.targets.base import Attempt, DeliveryError, Reach
 from tidings.targets.deadletter import dead_letter_attributes
 from tidings.targets.email import EmailDelivery
+from tidings.targets.email_target import EMAIL_DOMAIN_LIMIT, email_domain
 from tidings.targets.guard import WebhookGuard
 from tidings.targets.registry import TARGETS, target_of
 from tidings.targets.webhook import WebhookSender
 from tidings.targets.webhook_target import WEBHOOK_LIMIT, webhook_host
+
+#: The longest a job waits in one hold (RetryAfter's bound): a longer pace (a warm-up's
+#: next day) is waited out in several, none of them an attempt.
+MAX_HOLD_S = 43_200.0
 
 log = logging.getLogger("tidings.deliveries")
 
@@ -104,7 +109,10 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
 
     # A limit stored for `webhook` or `webhook:<host>` (tidings limit set) applies to
     # the deliveries to that host; a 429/503 with Retry-After pauses its key.
-    @app.handler(DELIVERY_JOB, limit=Limit(name=WEBHOOK_LIMIT, key=webhook_host))
+    # Likewise `email` or `email:<domain>` for email to that recipient domain; a
+    # relay's "slow down" for a domain pauses its key (email/domain_holds.py).
+    @app.handler(DELIVERY_JOB, limit=[Limit(name=WEBHOOK_LIMIT, key=webhook_host),
+                                      Limit(name=EMAIL_DOMAIN_LIMIT, key=email_domain)])
     async def deliver(job: Job) -> None:
         ctx = FiringContext.from_json(job.payload["context"])
         target = Target.from_json(job.payload["target"])
@@ -132,13 +140,19 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
             metrics.FAILURES.add(clock.now_ms(), kind, target.destination, exc.message)
             since = job.payload.get("resent_at") or ctx.scheduled_time
             age_s = (clock.now_ms() - since) / 1000
-            # (only a webhook's receiver says when to come back: targets/webhook.py)
-            if (exc.retry_after_s is not None
-                    and age_s + exc.retry_after_s < target.retry_policy.maximum_event_age_s):
-                # The host pushed back: its key waits, this delivery with it, and the
-                # attempt does not count (the event's age still does).
-                raise RetryAfter(exc.retry_after_s, key=f"{WEBHOOK_LIMIT}:"
-                                 f"{webhook_host(job.payload)}") from exc
+            # (a webhook's receiver says when to come back, targets/webhook.py; an SMTP
+            # relay's "slow down" holds a domain, and a warm-up's daily cap paces mail,
+            # targets/email.py)
+            if exc.retry_after_s is not None and (
+                    exc.paced or age_s + exc.retry_after_s
+                    < target.retry_policy.maximum_event_age_s):
+                # The downstream pushed back: its key waits, this delivery with it, and
+                # the attempt does not count (the event's age still does, unless it is
+                # our own pace that holds the delivery).
+                key = exc.hold_key if exc.hold_key is not None else \
+                    f"{WEBHOOK_LIMIT}:{webhook_host(job.payload)}"
+                raise RetryAfter(min(exc.retry_after_s, MAX_HOLD_S), key=key or None,
+                                 pause=bool(key)) from exc
             failure = exc
         since = job.payload.get("resent_at") or ctx.scheduled_time
         exhausted = _exhausted(target, failure, job.attempt, since, clock.now_ms())

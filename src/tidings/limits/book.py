@@ -1,11 +1,17 @@
 """A node's copy of the limit settings and pauses, read from the database every
 REFRESH_S, so a change from the CLI, the API or the console takes effect on every node
-within a second, and a job whose keys have no limit costs no store call at all."""
+within a second, and a job whose keys have no limit costs no store call at all.
+
+A change also reaches the jobs a limit already sent back to their queue: the names whose
+setting changed or whose pause ended go to `on_change`, and the consumer makes the jobs
+it held back under them visible again (else a raised limit would be seen only as the
+backlog came back at the pace the old limit set)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tidings.clock import Clock
@@ -26,11 +32,20 @@ class LimitBook:
     clock: Clock
     settings: dict[str, LimitSetting] = field(default_factory=dict)
     pauses: dict[str, int] = field(default_factory=dict)
+    #: Called on the event loop with the keys or names whose setting changed or whose
+    #: pause ended or shortened since the last reading.
+    on_change: Callable[[set[str]], None] | None = None
 
-    def refresh(self) -> None:
-        """Read the settings and pauses again (on the store's thread)."""
-        self.settings = {s.key: s for s in self.store.limit_settings()}
-        self.pauses = self.store.limit_pauses(self.clock.now_ms())
+    def refresh(self) -> set[str]:
+        """Read the settings and pauses again (on the store's thread); what changed."""
+        settings = {s.key: s for s in self.store.limit_settings()}
+        pauses = self.store.limit_pauses(self.clock.now_ms())
+        changed = {key for key in settings.keys() | self.settings.keys()
+                   if _terms(settings.get(key)) != _terms(self.settings.get(key))}
+        changed |= {key for key, until in self.pauses.items()
+                    if pauses.get(key, 0) < until}
+        self.settings, self.pauses = settings, pauses
+        return changed
 
     def rule(self, key: str, name: str) -> KeyRule | None:
         """The limit on `key` (`name`, or `name:value`): the key's own setting, else its
@@ -54,10 +69,25 @@ class LimitBook:
     async def run(self, bridge: Bridge, stopping: asyncio.Event) -> None:
         while not stopping.is_set():
             try:
-                await bridge.run(self.refresh)
+                changed = await bridge.run(self.refresh)
             except TidingsError as exc:
                 log.warning("cannot read the limits (the last ones read stand): %s", exc)
+            else:
+                if changed and self.on_change is not None:
+                    self.on_change(changed)
             try:
                 await asyncio.wait_for(stopping.wait(), REFRESH_S)
             except TimeoutError:
                 pass
+
+
+def _terms(setting: LimitSetting | None) -> tuple[object, ...] | None:
+    """What a setting limits (not who wrote it or when)."""
+    if setting is None:
+        return None
+    return (setting.rate, setting.burst, setting.concurrency)
+
+
+def covers(names: set[str], key: str) -> bool:
+    """Whether a change to any of `names` (keys or names) touches `key` (`name:value`)."""
+    return key in names or key.partition(":")[0] in names

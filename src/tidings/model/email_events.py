@@ -1,6 +1,7 @@
 """What comes back after a send: bounces and complaints, from a DSN (RFC 3464), an ARF
 report (RFC 5965) or a relay's webhook. A hard bounce and a complaint put the address on
-the account suppression list (SES does the same); a soft bounce is only counted."""
+the account suppression list (SES does the same); a soft bounce is counted, and enough of
+them within a window (`SoftBounceRule`) suppress the address too."""
 
 from __future__ import annotations
 
@@ -27,3 +28,13 @@ class EmailEvent:
     created_at: int
     delivery_id: str | None = None  # the delivery it is about, when it could be matched
     seq: int = 0
+
+
+@dataclass(frozen=True)
+class SoftBounceRule:
+    """`count` soft bounces of one address at or after `since` (epoch ms) suppress it
+    (reason BOUNCE): a mailbox full for a week is as dead to a sender as a hard bounce
+    (TIDINGS_EMAIL_SOFT_BOUNCES in TIDINGS_EMAIL_SOFT_BOUNCE_DAYS). `count` 0: never."""
+
+    count: int
+    since: int

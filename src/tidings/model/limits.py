@@ -158,12 +158,15 @@ class RetryAfter(Exception):  # noqa: N818 - named for what it asks, like HTTP's
     for `seconds` without counting as an attempt, and its limit keys (or `key`) are
     paused until then on every node, so the jobs of other keys go on."""
 
-    def __init__(self, seconds: float, *, key: str | None = None) -> None:
+    def __init__(self, seconds: float, *, key: str | None = None, pause: bool = True) -> None:
         if not isinstance(seconds, (int, float)) or seconds < 0 or seconds > 43_200:
             raise ValidationError("seconds", f"{seconds!r}: from 0 to 43200 (12 h)")
         super().__init__(f"retry after {seconds:g} s")
         self.seconds = float(seconds)
         self.key = key
+        #: False: only this job waits (its own schedule paced it, e.g. an email
+        #: warm-up's daily cap); no key is paused.
+        self.pause = pause
 
 
 def retry_after_header(value: str | None) -> float | None:

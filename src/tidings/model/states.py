@@ -157,10 +157,12 @@ class DeliveryState(StrEnum):
 #: for its attempts, so a late duplicate attempt (a job redelivered after its lease ran
 #: out) cannot turn SENT back into anything else. Only an operator's resend (`tidings email
 #: resend`) puts a FAILED or RENDERING_FAILURE delivery back in line, once per resend; a
-#: BOUNCED address is suppressed, so a resend could only be suppressed again.
+#: BOUNCED address is suppressed, so a resend could only be suppressed again. A hard
+#: bounce that comes back after the relay took the message (a DSN, a relay's webhook)
+#: moves SENT to BOUNCED (`record_email_events`); no attempt does.
 DELIVERIES: StateMachine[DeliveryState] = StateMachine("delivery", {
     DeliveryState.QUEUED: frozenset(DeliveryState),
-    DeliveryState.SENT: frozenset(),
+    DeliveryState.SENT: frozenset({DeliveryState.BOUNCED}),
     DeliveryState.SUPPRESSED: frozenset(),
     DeliveryState.BOUNCED: frozenset(),
     DeliveryState.FAILED: frozenset({DeliveryState.QUEUED}),

@@ -9,7 +9,8 @@ from typing import Any
 
 from tidings.model.contacts import Contact, ContactList, SubscriptionStatus, Topic
 from tidings.model.email import SuppressionReason
-from tidings.model.email_events import EmailEvent, EventKind
+from tidings.model.email_events import EmailEvent, EventKind, SoftBounceRule
+from tidings.model.states import DELIVERIES, DeliveryState
 from tidings.store.sqlbase import SqlBase
 
 NO_SEQ = 2**62
@@ -109,15 +110,37 @@ class SqlContacts(SqlBase):
             return bool(conn.execute(self.q["delete_contact"],
                                      (list_name, address)).rowcount > 0)
 
-    def record_email_events(self, events: Sequence[EmailEvent], now: int) -> None:
+    def record_email_events(self, events: Sequence[EmailEvent], now: int,
+                            soft: SoftBounceRule | None = None) -> list[str]:
+        DELIVERIES.check(DeliveryState.SENT, DeliveryState.BOUNCED)
         with self.driver.tx() as conn:
             for e in events:
                 conn.execute(self.q["insert_email_event"], (
                     e.delivery_id, e.address, e.kind.value, e.source, e.detail, e.created_at))
+                if e.delivery_id is None:
+                    continue
+                conn.execute(self.q["append_delivery_detail"], (
+                    f"{e.kind.value} ({e.source}) {e.address}: {e.detail}", now,
+                    e.delivery_id))
+                if e.kind is EventKind.HARD_BOUNCE:  # the compare-and-set checked above
+                    conn.execute(self.q["move_delivery_state"], (
+                        DeliveryState.BOUNCED.value, now, e.delivery_id,
+                        DeliveryState.SENT.value))
             for kind, reason in ((EventKind.HARD_BOUNCE, SuppressionReason.BOUNCE),
                                  (EventKind.COMPLAINT, SuppressionReason.COMPLAINT)):
                 rows = [(e.address, reason.value, now) for e in events if e.kind is kind]
                 self.driver.run_each(conn, "put_suppression", rows)
+            counted: list[str] = []
+            if soft is not None and soft.count > 0:
+                for address in sorted({e.address for e in events
+                                       if e.kind is EventKind.SOFT_BOUNCE}):
+                    (n,) = conn.execute(self.q["soft_bounces_since"],
+                                        (address, soft.since)).fetchone()
+                    if int(n) >= soft.count:
+                        counted.append(address)
+                self.driver.run_each(conn, "put_suppression", [
+                    (a, SuppressionReason.BOUNCE.value, now) for a in counted])
+        return counted
 
     def list_email_events(self, delivery_id: str | None, address: str | None,
                           before: int | None, limit: int) -> list[EmailEvent]:

@@ -75,28 +75,36 @@ class SqlEmail(SqlBase):
 
     # delivery log -----------------------------------------------------------------------
 
-    def _insert_delivery(self, conn: Conn, d: Delivery) -> bool:
+    def _insert_delivery(self, conn: Conn, d: Delivery,
+                         recipients: list[tuple[str, int]]) -> bool:
+        """Insert the row; its recipient rows join `recipients`, which the caller writes
+        in one statement for the whole batch (a statement per delivery cost more than
+        the rows)."""
         row = conn.execute(self.q["insert_delivery"], (
             d.id, d.message_id, d.execution_id, d.schedule, d.template, d.sender,
             json.dumps(list(d.recipients)), d.state.value, d.detail, d.attempts, d.created_at,
             d.updated_at, d.document)).fetchone()
         if row is None:
             return False
-        self.driver.run_each(conn, "insert_delivery_recipient",
-                             [(a.lower(), row[0]) for a in d.recipients])
+        recipients += [(a.lower(), row[0]) for a in d.recipients]
         return True
 
     def insert_delivery(self, delivery: Delivery) -> bool:
+        recipients: list[tuple[str, int]] = []
         with self.driver.tx() as conn:
-            return self._insert_delivery(conn, delivery)
+            made = self._insert_delivery(conn, delivery, recipients)
+            self.driver.run_each(conn, "insert_delivery_recipient", recipients)
+        return made
 
     def record_deliveries(self, deliveries: Sequence[Delivery]) -> list[bool]:
         out = []
+        recipients: list[tuple[str, int]] = []
         with self.driver.tx() as conn:
             for d in deliveries:
-                out.append(self._insert_delivery(conn, d) or self._move_delivery(
+                out.append(self._insert_delivery(conn, d, recipients) or self._move_delivery(
                     conn, d.id, DeliveryState.QUEUED, d.state, d.detail, d.attempts,
                     d.updated_at))
+            self.driver.run_each(conn, "insert_delivery_recipient", recipients)
         return out
 
     def update_delivery(self, delivery_id: str, current: DeliveryState, new: DeliveryState,
@@ -137,6 +145,22 @@ class SqlEmail(SqlBase):
             return [int(conn.execute(self.q["sent_to_since"],
                                      {"address": address, "since": since}).fetchone()[0])
                     for address, since in wanted]
+
+    def take_warmup(self, day: int, ladder: Sequence[int],
+                    wanted: Sequence[tuple[str, int]]) -> list[int]:
+        granted = []
+        with self.driver.tx() as conn:
+            for domain, count in wanted:
+                conn.execute(self.q["warmup_open_day"], (domain, day))
+                (sent,) = conn.execute(self.q["warmup_sent_today"], (domain, day)).fetchone()
+                (first,) = conn.execute(self.q["warmup_first_day"], (domain,)).fetchone()
+                step = day - int(first)
+                room = count if step >= len(ladder) else max(ladder[step] - int(sent), 0)
+                take = min(count, room)
+                if take:
+                    conn.execute(self.q["warmup_add"], (take, domain, day))
+                granted.append(take)
+        return granted
 
     def list_deliveries(self, recipient: str | None, state: DeliveryState | None,
                         before: int | None, limit: int) -> list[Delivery]:

@@ -207,3 +207,12 @@ class SqlLimits(SqlBase):
             if any(ok and h.visible_at <= now for ok, h in zip(done, items, strict=True)):
                 self.driver.notify(conn, queue_channel(queue_id))
         return done
+
+    def wake_held_back(self, queue_id: int, items: Sequence[tuple[int, int]],
+                       now: int) -> int:
+        with self.driver.tx() as conn:
+            done = sum(self.driver.run_each(conn, "wake_held_back", [
+                (row_id, token, queue_id, now) for row_id, token in items], key=2))
+            if done:
+                self.driver.notify(conn, queue_channel(queue_id))
+        return done

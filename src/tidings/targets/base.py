@@ -34,14 +34,23 @@ class DeliveryError(Exception):
     """A target did not accept a delivery."""
 
     def __init__(self, code: str, message: str, *, retryable: bool = True,
-                 retry_after_s: float | None = None) -> None:
+                 retry_after_s: float | None = None, hold_key: str | None = None,
+                 paced: bool = False) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.retryable = retryable
-        #: The target pushed back (HTTP 429 or 503 with Retry-After): wait this long,
-        #: and do not count the attempt (downstream limits, issue 33).
+        #: The target pushed back (HTTP 429 or 503 with Retry-After, an SMTP relay's
+        #: "slow down"): wait this long, and do not count the attempt (downstream
+        #: limits, issue 33).
         self.retry_after_s = retry_after_s
+        #: The limit key the push-back pauses on every node (`webhook:<host>`,
+        #: `email:<domain>`); None: the job's own limit keys; "": none, only this job.
+        self.hold_key = hold_key
+        #: Held by a schedule of our own making (an email warm-up's daily cap), not by
+        #: the downstream: the wait may pass the retry policy's maximum event age, since
+        #: the mail was never refused.
+        self.paced = paced
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,12 @@ target's retry policy. Outcomes, as SES reports them:
   ERROR_CODE=NotFoundException;
 - the relay answers 4xx, or cannot be reached → stays QUEUED with the reply, retried;
   FAILED once the retry policy is exhausted;
+- the relay answers RCPT with a 4xx "slow down" → stays QUEUED, the recipients' domains
+  are held (`email/domain_holds.py`) and the delivery waits for the hold without an
+  attempt counted; a 421 or a "slow down" to MAIL or DATA holds the whole relay
+  (`email/relay.py`), the mail waiting in its line, also without an attempt;
+- the sending domain's warm-up cap for today is reached (`email/warmup.py`) → stays QUEUED
+  with the reason, paced to the next UTC day without an attempt counted;
 - the relay answers 5xx → BOUNCED with the reply, the refused addresses suppressed
   (reason BOUNCE), no retry;
 - 250 after DATA → SENT with the reply.
@@ -37,6 +43,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from tidings.email.deliverability import SendingLimits, sending_limits
+from tidings.email.domain_holds import DomainHolds
 from tidings.email.mime import DkimSigner, Outgoing, message_bytes
 from tidings.email.returns import verp_address
 from tidings.email.service import EmailService, Prepared
@@ -45,9 +52,11 @@ from tidings.email.smtp import (
     SendResult,
     SmtpPermanentError,
     SmtpSender,
+    SmtpSlowDown,
     SmtpTemporaryError,
 )
 from tidings.email.templates import RenderingError
+from tidings.email.warmup import WarmUp, parse_ladder
 from tidings.errors import TemplateNotFound, TidingsError, ValidationError
 from tidings.model.email import (
     FINAL_STATES,
@@ -63,6 +72,7 @@ from tidings.runtime.batching import Batcher
 from tidings.runtime.bridge import Bridge
 from tidings.settings import Settings
 from tidings.targets.base import DeliveryError
+from tidings.targets.email_target import EMAIL_DOMAIN_LIMIT
 
 log = logging.getLogger("tidings.email")
 
@@ -90,6 +100,9 @@ class EmailDelivery:
                                                backoff_max_s=settings.smtp_backoff_max_s,
                                                wait_s=settings.smtp_relay_wait_s)
         self.limits: SendingLimits = sending_limits(settings.smtp_domain_rates)
+        self.holds = DomainHolds(max_s=settings.smtp_backoff_max_s)
+        ladder = parse_ladder(settings.email_warmup)
+        self.warmup = WarmUp(service.store, bridge, service.clock, ladder) if ladder else None
         self.daily_cap = settings.email_daily_cap
         # Concurrent deliveries share one store trip for their reads and one transaction
         # for their outcomes (group commit); each still waits for its own result.
@@ -133,7 +146,16 @@ class EmailDelivery:
             execution_id=ctx.execution_id if ctx.schedule_arn else None,
             schedule=f"{ctx.group}/{ctx.name}" if ctx.schedule_arn else None,
             template=msg.template, attempts=attempt,
-            document=json.dumps(delivery_job(ctx, target, body), ensure_ascii=False))
+            document=None)
+
+        def kept() -> Delivery:
+            """The record with what a resend needs (the delivery job): written only with
+            the outcomes an operator may resend, or a retry may end in (FAILED,
+            RENDERING_FAILURE, QUEUED). Its JSON was a tenth of this method's time for
+            a SENT delivery, which never needs it (bench/email.py)."""
+            return replace(record, document=json.dumps(delivery_job(ctx, target, body),
+                                                       ensure_ascii=False))
+
         if prep.existing is not None and prep.existing.state in FINAL_STATES:
             # A redelivery after a crash between the send and its acknowledgement: the log
             # row of this execution id is final, so the mail is not sent twice.
@@ -143,10 +165,10 @@ class EmailDelivery:
             return "duplicate"
         if isinstance(failure, TemplateNotFound):
             # What SES's SendEmail answers, and its code, which the DLQ event carries
-            await self._final(record, DeliveryState.RENDERING_FAILURE, failure.message)
+            await self._final(kept(), DeliveryState.RENDERING_FAILURE, failure.message)
             raise DeliveryError("NotFoundException", failure.message, retryable=False)
         if failure is not None:
-            await self._final(record, DeliveryState.FAILED, failure.message)
+            await self._final(kept(), DeliveryState.FAILED, failure.message)
             raise DeliveryError(type(failure).__name__, failure.message, retryable=False)
         recipients, held_back = prep.held_back(msg.recipients)
         if prep.capped and recipients:
@@ -162,22 +184,41 @@ class EmailDelivery:
         try:
             data = self._message_bytes(msg, prep, record.message_id, now)
         except RenderingError as exc:
-            await self._final(record, DeliveryState.RENDERING_FAILURE, str(exc))
+            await self._final(kept(), DeliveryState.RENDERING_FAILURE, str(exc))
             raise DeliveryError("RenderingFailure", str(exc), retryable=False) from None
         if not self.relay:  # only nodes with a relay consume the email queue
             raise DeliveryError("NoRelay", NO_RELAY)
+        if (held := self.holds.held(recipients)) is not None:
+            domain, left, why = held  # not offered to the relay: no attempt counted
+            raise DeliveryError("DomainHeld", f"the relay asked to slow down for {domain} "
+                                f"({why}); waiting {left:.3g} s", retry_after_s=left,
+                                hold_key=f"{EMAIL_DOMAIN_LIMIT}:{domain}")
+        if self.warmup is not None and (
+                wait := await self.warmup.pace(msg.from_address)) is not None:
+            why = self.warmup.cap_today(msg.from_address)
+            await self._record.submit(None, (replace(kept(), detail=why,
+                                               updated_at=self.service.clock.now_ms()), ()))
+            raise DeliveryError("WarmUpCap", why, retry_after_s=wait, hold_key="", paced=True)
         await self.limits.before_send(recipients)
         try:
             result = await self.smtp.send(self.relay, self._return_path(msg, record.id),
                                           recipients, data)
+        except SmtpSlowDown as exc:
+            wait = self.holds.hold(exc.domains, str(exc))
+            await self._record.submit(None, (replace(
+                kept(), detail=f"{exc}; {', '.join(exc.domains)} held for {wait:g} s",
+                updated_at=self.service.clock.now_ms()), ()))
+            raise DeliveryError(f"SMTP{exc.code}", str(exc), retry_after_s=wait,
+                                hold_key=f"{EMAIL_DOMAIN_LIMIT}:{exc.domains[0]}") from None
         except SmtpTemporaryError as exc:
-            await self._record.submit(None, (replace(record, detail=str(exc)[:2000],
+            await self._record.submit(None, (replace(kept(), detail=str(exc)[:2000],
                                                updated_at=self.service.clock.now_ms()), ()))
             raise DeliveryError(f"SMTP{exc.code}" if exc.code else "SMTPConnection",
                                 str(exc)) from None
         except SmtpPermanentError as exc:
             await self._final(record, DeliveryState.BOUNCED, str(exc), exc.refused)
             raise DeliveryError(f"SMTP{exc.code}", str(exc), retryable=False) from None
+        self.holds.took(recipients)
         detail = result.reply + (f"; not sent to {held_back}" if held_back else "")
         if result.refused:
             detail += "; refused: " + json.dumps(result.refused)

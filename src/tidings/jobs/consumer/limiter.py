@@ -8,6 +8,8 @@ back, so it takes no handler slot and other jobs, of keys with room, go past it:
 tenant does not stall the queue. The refusals of one key are spread over the times its
 window frees starts, not sent back all at once. A refusal that ends sooner waits here.
 A handler raising `RetryAfter` pauses its keys on every node and goes back the same way.
+When a key's limit changes or its pause ends (`LimitBook.on_change`), the jobs this node
+held back under it come back at once, to be measured against the new setting.
 
 Claims are made for at most as many jobs as there are free handler slots, so a start
 granted is a start made at once (a rate counts starts, not jobs waiting here)."""
@@ -22,13 +24,13 @@ import logging
 import random
 from collections import deque
 from collections.abc import Callable, Coroutine, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from tidings.clock import Clock
 from tidings.errors import TidingsError
 from tidings.jobs.batches import Jobs
 from tidings.jobs.consumer.work import JobState, Ledger, ServedQueue, Work
-from tidings.limits.book import LimitBook
+from tidings.limits.book import LimitBook, covers
 from tidings.model.limits import RetryAfter
 from tidings.runtime import metrics
 from tidings.runtime.bridge import Bridge
@@ -40,6 +42,15 @@ log = logging.getLogger("tidings.limits")
 HOLD_HERE_MS = 100
 #: How often the node's gauge of slots in use is read from the store.
 GAUGE_S = 1.0
+
+
+class Waiting(NamedTuple):
+    """A job this node held back: until when, and the spent receipt that finds it."""
+
+    until: int
+    queue_id: int
+    row_id: int
+    lease_token: int
 
 
 def holder(work: Work) -> str:
@@ -69,7 +80,7 @@ class Limiter:
         #: Keys refused in this process: key → (until, refusals since, its rule), so the
         #: rest of a backlog goes back without a store call, spread over the window.
         self._refused: dict[str, tuple[int, int, KeyRule]] = {}
-        self._waiting: dict[str, dict[str, int]] = {}  # key → message id → visible at
+        self._waiting: dict[str, dict[str, Waiting]] = {}  # key → message id → job
         self.kick = asyncio.Event()
         self._to_release: list[tuple[str, str]] = []
         self._tasks: set[asyncio.Future[None]] = set()
@@ -251,7 +262,9 @@ class Limiter:
                             "visibility timeout): %s", len(group), queue.name, exc)
             for work, until in group:
                 for rule in work.rules:
-                    self._waiting.setdefault(rule.key, {})[work.held.message.message_id] = until
+                    receipt = work.held.receipt
+                    self._waiting.setdefault(rule.key, {})[work.held.message.message_id] = (
+                        Waiting(until, queue.record.id, receipt.row_id, receipt.lease_token))
         self.ledger.move_all(works, JobState.GONE)
         self.count_held_back(len(works))
 
@@ -260,7 +273,7 @@ class Limiter:
         node, and send the job back until then without burning an attempt."""
         now = self.clock.now_ms()
         until = now + int(exc.seconds * 1000)
-        keys = [exc.key] if exc.key else [r.key for r in work.rules]
+        keys = ([exc.key] if exc.key else [r.key for r in work.rules]) if exc.pause else []
         for key in keys:
             self.book.paused(key, until)
             rule = next((r for r in work.rules if r.key == key), KeyRule(key, None, None, None))
@@ -278,6 +291,29 @@ class Limiter:
         except TidingsError as exc:
             log.warning("could not pause %s: %s", ", ".join(keys), exc)
         await self._hold_back([(work, until)], f"RetryAfter: {(until - self.clock.now_ms())} ms")
+
+    def limits_changed(self, names: set[str]) -> None:
+        """Keys whose setting changed or whose pause ended: what was learnt of their
+        refusals is forgotten, and the jobs held back under them come back now."""
+        for key in [k for k in self._refused if covers(names, k)]:
+            del self._refused[key]
+        now = self.clock.now_ms()
+        wake: dict[int, dict[str, Waiting]] = {}
+        for key in [k for k in self._waiting if covers(names, k)]:
+            for message_id, waiting in self._waiting.pop(key).items():
+                if waiting.until > now:
+                    wake.setdefault(waiting.queue_id, {})[message_id] = waiting
+        if wake:
+            self._spawn(self._wake(wake, now))
+
+    async def _wake(self, wake: dict[int, dict[str, Waiting]], now: int) -> None:
+        for queue_id, waiting in wake.items():
+            try:
+                await self.bridge.run(self.jobs.store.wake_held_back, queue_id, [
+                    (w.row_id, w.lease_token) for w in waiting.values()], now)
+            except TidingsError as exc:
+                log.warning("could not bring back %d held-back jobs (they come back at "
+                            "their time): %s", len(waiting), exc)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -301,7 +337,7 @@ class Limiter:
     async def _gauges(self) -> None:
         now = self.clock.now_ms()
         for key, waits in list(self._waiting.items()):
-            for message_id in [m for m, at in waits.items() if at <= now]:
+            for message_id in [m for m, w in waits.items() if w.until <= now]:
                 del waits[message_id]
             metrics.LIMIT_WAITING.labels(key).set(len(waits))
             if not waits:

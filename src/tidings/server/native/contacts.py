@@ -148,19 +148,29 @@ async def _record(ctx: Ctx, found: list[Returned]) -> dict[str, Any]:
 
 @router.post("/events/ses")
 async def ses_notification(request: Request, ctx: Ctx) -> dict[str, Any]:
-    """An Amazon SES bounce or complaint notification, bare or in its SNS envelope (an
-    SNS HTTPS subscription to the SES feedback topic). Hard bounces and complaints suppress
-    the address; soft bounces are counted. An SNS SubscriptionConfirmation is not
-    followed (the node makes no request to a URL it was handed): its SubscribeURL is
-    answered back, to be confirmed by its operator."""
+    """An Amazon SES bounce or complaint notification in its SNS envelope (an SNS HTTPS
+    subscription to the SES feedback topic). Hard bounces and complaints suppress the
+    address; soft bounces are counted. With TIDINGS_SNS_VERIFY (the default) the SNS
+    signature must hold (403 if not), and a SubscriptionConfirmation is confirmed by the
+    node itself; without it a bare notification is taken too, and a
+    SubscriptionConfirmation's SubscribeURL is answered back for its operator to follow."""
     body = await request.body()
-    if request.headers.get("x-amz-sns-message-type") == "SubscriptionConfirmation":
-        try:
-            doc = json.loads(body or b"{}")
-        except ValueError:
-            raise ValidationError("body", "must be a JSON document") from None
-        return {"recorded": [], "confirm": doc.get("SubscribeURL")
-                if isinstance(doc, dict) else None}
+    try:
+        doc = json.loads(body or b"{}")
+    except ValueError:
+        raise ValidationError("body", "must be a JSON document") from None
+    if not isinstance(doc, dict):
+        raise ValidationError("body", "must be a JSON object")
+    kind = doc.get("Type") or request.headers.get("x-amz-sns-message-type")
+    if ctx.t.settings.sns_verify:
+        await ctx.t.email.sns.verify(doc)
+        if kind == "SubscriptionConfirmation":
+            await ctx.t.email.sns.confirm(doc)
+            return {"recorded": [], "confirmed": doc.get("TopicArn")}
+    elif kind == "SubscriptionConfirmation":
+        return {"recorded": [], "confirm": doc.get("SubscribeURL")}
+    if kind == "UnsubscribeConfirmation":
+        return {"recorded": []}
     return await _record(ctx, parse_ses(body))
 
 

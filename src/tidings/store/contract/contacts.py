@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from tidings.model.contacts import Contact, ContactList
-from tidings.model.email_events import EmailEvent
+from tidings.model.email_events import EmailEvent, SoftBounceRule
 
 
 class ContactStore(Protocol):
@@ -39,10 +39,14 @@ class ContactStore(Protocol):
     def list_contacts(self, list_name: str, after: str | None, limit: int) -> list[Contact]: ...
     def delete_contact(self, list_name: str, address: str) -> bool: ...
 
-    def record_email_events(self, events: Sequence[EmailEvent], now: int) -> None:
+    def record_email_events(self, events: Sequence[EmailEvent], now: int,
+                            soft: SoftBounceRule | None = None) -> list[str]:
         """Log the events and suppress the addresses of those that suppress (reason
-        BOUNCE or COMPLAINT; an address already listed keeps its first reason); one
-        transaction."""
+        BOUNCE or COMPLAINT; an address already listed keeps its first reason), and of
+        those whose soft bounces reached `soft` (reason BOUNCE); one transaction. Each
+        event matched to a delivery is appended to its detail, and a hard bounce moves a
+        SENT delivery to BOUNCED (`DELIVERIES`). Returns the addresses the soft-bounce
+        count suppressed."""
         ...
 
     def list_email_events(self, delivery_id: str | None, address: str | None,

@@ -69,6 +69,15 @@ class EmailStore(Protocol):
         address since then, in one read."""
         ...
 
+    def take_warmup(self, day: int, ladder: Sequence[int],
+                    wanted: Sequence[tuple[str, int]]) -> list[int]:
+        """A warm-up's daily caps (TIDINGS_EMAIL_WARMUP): for each (sending domain, how
+        many emails it would send now), how many it may, counted against the cap of
+        UTC day `day` (`ladder[day - the domain's first day]`; none past the ladder's
+        end) and added to the day's count; one transaction, so nodes granting at once
+        never pass the cap between them."""
+        ...
+
     def list_deliveries(self, recipient: str | None, state: DeliveryState | None,
                         before: int | None, limit: int) -> list[Delivery]:
         """Newest first; `before` is the `seq` of the previous page's last row."""

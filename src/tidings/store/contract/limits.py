@@ -96,3 +96,9 @@ class LimitStore(Protocol):
         """Back to the queue until each one's instant, their receive not counted (only
         while the receipt still holds the message)."""
         ...
+
+    def wake_held_back(self, queue_id: int, items: Sequence[tuple[int, int]],
+                       now: int) -> int:
+        """(row id, lease token of the receipt that held it back): messages held back
+        and not received since, visible now (their limit changed); how many."""
+        ...

@@ -1001,6 +1001,23 @@ ORDER BY seq DESC LIMIT %(limit)s;
 -- name: soft_bounce_count
 SELECT count(*) FROM email_events WHERE address = %s AND kind = 'SOFT_BOUNCE';
 
+-- name: soft_bounces_since
+-- (address, since): the window of TIDINGS_EMAIL_SOFT_BOUNCE_DAYS, on email_events_address.
+SELECT count(*) FROM email_events
+WHERE address = %s AND kind = 'SOFT_BOUNCE' AND created_at >= %s;
+
+-- name: append_delivery_detail
+-- (text, updated at, delivery id): returned mail joins what the log says of its delivery;
+-- bounded, since a delivery may hear back many times.
+UPDATE email_deliveries
+SET detail = substr(coalesce(detail || '; ', '') || %s, 1, 4000), updated_at = %s
+WHERE id = %s;
+
+-- name: move_delivery_state
+-- (new, updated at, id, current): a compare-and-set that keeps the detail (checked
+-- against DELIVERIES by its caller).
+UPDATE email_deliveries SET state = %s, updated_at = %s WHERE id = %s AND state = %s;
+
 -- limits (issue 33) ----------------------------------------------------------------------
 
 -- name: limit_settings
@@ -1102,3 +1119,34 @@ FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::text[], %s::bigint[], 
 WHERE m.id = c.id AND m.queue_id = c.queue_id AND m.lease_token = c.token
   AND m.visible_at > c.now
 RETURNING m.id, c.token;
+
+-- name: wake_held_back
+-- (id, lease token, queue, now)[]: jobs held back (their receipt's token negated by
+-- hold_back_messages, and not received since) visible now: their limit changed.
+UPDATE messages AS m SET visible_at = c.now
+FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])
+     AS c(id, token, queue_id, now)
+WHERE m.id = c.id AND m.queue_id = c.queue_id AND m.lease_token = -c.token
+  AND m.visible_at > c.now
+RETURNING m.id, c.token;
+
+-- email warm-up (issue 35) -----------------------------------------------------------------
+
+-- name: warmup_open_day
+-- (domain, day): today's row, so the count below has a row to lock and the first day is
+-- known from the first send.
+INSERT INTO email_warmup_days (domain, day, sent) VALUES (%s, %s, 0)
+ON CONFLICT (domain, day) DO NOTHING;
+
+-- name: warmup_sent_today
+-- (domain, day): today's count; the row locked, so two nodes granting at once count
+-- one after the other.
+SELECT sent FROM email_warmup_days WHERE domain = %s AND day = %s FOR UPDATE;
+
+-- name: warmup_first_day
+-- (domain): day 1 of its warm-up, on the primary key.
+SELECT min(day) FROM email_warmup_days WHERE domain = %s;
+
+-- name: warmup_add
+-- (count, domain, day)
+UPDATE email_warmup_days SET sent = sent + %s WHERE domain = %s AND day = %s;

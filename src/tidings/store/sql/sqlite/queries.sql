@@ -205,6 +205,12 @@ DELETE FROM messages WHERE id = ?1 AND queue_id = ?3 AND lease_token = ?2;
 UPDATE messages SET visible_at = ?3, last_error = COALESCE(?4, last_error)
 WHERE id = ?1 AND queue_id = ?5 AND lease_token = ?2 AND visible_at > ?6;
 
+-- name: wake_held_back
+-- (id, lease token, queue, now): a job held back (its receipt's token negated by
+-- hold_back_messages, and not received since) visible now: its limit changed.
+UPDATE messages SET visible_at = ?4
+WHERE id = ?1 AND queue_id = ?3 AND lease_token = -?2 AND visible_at > ?4;
+
 -- name: finish_job
 -- (job key, queue, done at): the handler ran to success.
 INSERT INTO job_keys (queue_id, job_key, state, done_at) VALUES (?2, ?1, 'done', ?3)
@@ -852,6 +858,23 @@ ORDER BY seq DESC LIMIT :limit;
 -- name: soft_bounce_count
 SELECT count(*) FROM email_events WHERE address = ? AND kind = 'SOFT_BOUNCE';
 
+-- name: soft_bounces_since
+-- (address, since): the window of TIDINGS_EMAIL_SOFT_BOUNCE_DAYS, on email_events_address.
+SELECT count(*) FROM email_events
+WHERE address = ? AND kind = 'SOFT_BOUNCE' AND created_at >= ?;
+
+-- name: append_delivery_detail
+-- (text, updated at, delivery id): returned mail joins what the log says of its delivery;
+-- bounded, since a delivery may hear back many times.
+UPDATE email_deliveries
+SET detail = substr(coalesce(detail || '; ', '') || ?, 1, 4000), updated_at = ?
+WHERE id = ?;
+
+-- name: move_delivery_state
+-- (new, updated at, id, current): a compare-and-set that keeps the detail (checked
+-- against DELIVERIES by its caller).
+UPDATE email_deliveries SET state = ?, updated_at = ? WHERE id = ? AND state = ?;
+
 -- limits (issue 33) ----------------------------------------------------------------------
 
 -- name: limit_settings
@@ -948,3 +971,23 @@ DELETE FROM limit_slots WHERE expires_at <= ?;
 UPDATE messages SET visible_at = ?3, receive_count = max(receive_count - 1, 0),
     lease_token = -lease_token, last_error = COALESCE(?4, last_error)
 WHERE id = ?1 AND queue_id = ?5 AND lease_token = ?2 AND visible_at > ?6;
+
+-- email warm-up (issue 35) -----------------------------------------------------------------
+
+-- name: warmup_open_day
+-- (domain, day): today's row, so the count below has a row to lock and the first day is
+-- known from the first send.
+INSERT INTO email_warmup_days (domain, day, sent) VALUES (?, ?, 0)
+ON CONFLICT (domain, day) DO NOTHING;
+
+-- name: warmup_sent_today
+-- (domain, day): today's count (BEGIN IMMEDIATE serialises two nodes granting at once).
+SELECT sent FROM email_warmup_days WHERE domain = ? AND day = ?;
+
+-- name: warmup_first_day
+-- (domain): day 1 of its warm-up, on the primary key.
+SELECT min(day) FROM email_warmup_days WHERE domain = ?;
+
+-- name: warmup_add
+-- (count, domain, day)
+UPDATE email_warmup_days SET sent = sent + ? WHERE domain = ? AND day = ?;
