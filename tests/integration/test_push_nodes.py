@@ -39,3 +39,32 @@ def test_three_nodes_share_the_concurrency(pg_schema: str) -> None:
     assert sorted(receiver.ids()) == sorted(sent)  # each once
     assert receiver.max_in_flight <= 4
     assert receiver.max_in_flight >= 2  # they did run side by side
+
+
+def test_a_limit_on_the_key_holds_for_the_three_nodes_together(pg_schema: str) -> None:
+    """`tidings limit set push:jobs --concurrency 2` under a subscription of 8: the three
+    nodes together push at most 2 at once (the limit goes through the shared slots)."""
+    async def slow(_p: Pushed, _n: int) -> Answer:
+        await asyncio.sleep(0.05)
+        return 200, {}, b""
+
+    receiver = Receiver(slow)
+    url = pg_url(pg_schema)
+    with ExitStack() as stack:
+        nodes = [stack.enter_context(Tidings(settings=Settings(db=url))) for _ in range(3)]
+        first = nodes[0]
+        first.queues.create_queue("jobs")
+        first.limits.set("push:jobs", concurrency=2)
+        hook = stack.enter_context(running_server(receiver))
+        first.queues.subscribe("jobs", hook, concurrency=8)
+        sent = {first.queues.send("jobs", {"i": i}).message_id for i in range(60)}
+        for t in nodes:
+            stack.enter_context(running_pushers(t))
+
+        def drained() -> bool:
+            c = first.queues.describe("jobs").counts
+            return c.visible + c.in_flight + c.delayed == 0
+
+        wait_until(drained, 120, "every message pushed")
+    assert sorted(receiver.ids()) == sorted(sent)
+    assert receiver.max_in_flight == 2  # not 8, nor 2 a node

@@ -33,7 +33,7 @@ ALLOWED = {
     "jobs": STORAGE | {"runtime", "queues", "targets", "schedules", "jobs", "limits"},
     "campaigns": STORAGE | {"runtime", "email", "targets", "schedules", "campaigns"},
     "ops": STORAGE | {"runtime", "queues", "schedules", "ops"},
-    "push": STORAGE | {"runtime", "queues", "targets", "push"},
+    "push": STORAGE | {"runtime", "limits", "queues", "targets", "push"},
 }
 SERVICES = ("runtime", "limits", "queues", "email", "targets", "schedules", "jobs", "campaigns",
             "ops", "push")

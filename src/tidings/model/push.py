@@ -37,8 +37,8 @@ class SubscriptionState(StrEnum):
 
 
 #: Every move a subscription's state may make; `PushService.set_state` asks it before its
-#: compare-and-set write. (A hold for an endpoint's Retry-After is not a state: it is an
-#: instant, `held_until`, that passes by itself.)
+#: compare-and-set write. (A hold for an endpoint's Retry-After is not a state: it is a
+#: pause of the subscription's limit key, `push:<queue>`, that passes by itself.)
 SUBSCRIPTION_TRANSITIONS: dict[SubscriptionState, frozenset[SubscriptionState]] = {
     SubscriptionState.ACTIVE: frozenset({SubscriptionState.PAUSED}),
     SubscriptionState.PAUSED: frozenset({SubscriptionState.ACTIVE}),
@@ -60,7 +60,6 @@ class Subscription:
     rate_per_s: float | None  # None: as fast as the concurrency allows
     timeout_ms: int
     state: SubscriptionState
-    held_until: int | None  # an endpoint's Retry-After: nothing pushed before it
     secret: str
     previous_secret: str | None
     previous_until: int | None
@@ -74,9 +73,6 @@ class Subscription:
         if self.previous_secret and (self.previous_until or 0) > now:
             return [self.secret, self.previous_secret]
         return [self.secret]
-
-    def held(self, now: int) -> bool:
-        return self.held_until is not None and self.held_until > now
 
     def changed(self, **fields: object) -> Subscription:
         return replace(self, **fields)  # type: ignore[arg-type]

@@ -8,11 +8,16 @@ in group commits (`push/outcomes.py`).
 - a failure, a timeout or another status makes it visible again after the backoff, the
   status and the start of the answer recorded as its error (what the dead-letter queue
   shows once maxReceiveCount is reached);
-- a 429 or 503 with Retry-After holds the subscription until then (every node) and gives
-  the message back uncounted: the endpoint asked for time, no attempt was spent;
+- a 429 or 503 with Retry-After pauses the subscription's limit key until then (every
+  node: `push/limit.py`) and gives the message back uncounted: the endpoint asked for
+  time, no attempt was spent;
 - FIFO queues: the messages of a group go one at a time, in order; after a failure the
   rest of the group's batch goes back uncounted (the failed one's lease keeps the group
   blocked until its retry, so the order holds).
+
+Receives are batched: a push that ends wakes the loop only once half the slots (at
+least one) are free, or none is busy, so a busy subscription leases its messages by
+the dozen, not one per ended push; a message sent meanwhile wakes it at once.
 """
 
 from __future__ import annotations
@@ -33,9 +38,10 @@ from tidings.model.push import Subscription, SubscriptionFailure
 from tidings.model.queues import QueueRecord
 from tidings.notify.base import Notifier, queue_channel
 from tidings.push import metrics
+from tidings.push.limit import Allowed, PushLimits
 from tidings.push.outcomes import Outcomes
 from tidings.push.request import headers
-from tidings.push.sender import Answer, PushSender
+from tidings.push.sender import PushSender
 from tidings.push.slots import Slots
 from tidings.queues.ops import QueueOps
 from tidings.runtime.backoff import Backoff
@@ -50,6 +56,9 @@ POLL_S = 1.0
 #: Slots are given back once the queue has been empty this long (not at once: a queue
 #: fed a message at a time would claim and give back its slots for each one).
 KEEP_SLOTS_IDLE_S = 2.0
+#: A message an endpoint's Retry-After sent back is visible again after this long (at the
+#: latest when the pause ends): the other nodes have read the pause by then (`push/limit.py`).
+VISIBLE_AGAIN_MS = 1000
 #: A lease lasts at least the push's timeout plus this margin.
 LEASE_MARGIN_S = 5
 
@@ -79,6 +88,7 @@ class PushContext:
     outcomes: Outcomes
     holder: str  # this node, as the slots table names it
     retries: Retries
+    limits: PushLimits
     health: Health | None = None
 
 
@@ -118,15 +128,16 @@ class SubscriptionPusher:
         self._tasks: set[asyncio.Task[None]] = set()
         self._seen = 0  # the queue channel's version before the last look
         self._busy_at = 0.0  # when the last receive found messages (monotonic)
+        self._wake_at = 1  # free slots at which an ended push wakes the loop
         self._gauge = metrics.IN_FLIGHT.labels(queue.name)
+        self._pushed = metrics.PUSHED.labels(queue.name)
+        self._latency = metrics.LATENCY.labels(queue.name)
 
     def update(self, queue: QueueRecord, sub: Subscription) -> None:
-        """The subscription as last read; a hold this node set and the row does not show
-        yet is kept."""
-        if (self.sub.held_until or 0) > (sub.held_until or 0) and sub.held_until is None \
-                and sub.version == self.sub.version:
-            sub = sub.changed(held_until=self.sub.held_until)
+        """The subscription as last read (its limits are read again too: resuming it may
+        have lifted a pause)."""
         self.queue, self.sub = queue, sub
+        self.ctx.limits.stale()
         self.changed.set()
 
     def stop(self) -> None:
@@ -158,25 +169,29 @@ class SubscriptionPusher:
         # Cleared before anything is read: a push that ends from here on wakes the wait
         # that may follow (cleared later, its wake-up could be lost for POLL_S).
         self.changed.clear()
-        ctx, sub, queue = self.ctx, self.sub, self.queue
+        ctx, queue = self.ctx, self.queue
         now = ctx.clock.now_ms()
-        if sub.held(now):
-            assert sub.held_until is not None
-            await self._quiet()
-            return (sub.held_until - now) / 1000
         if not self.slots.count():
-            # Idle: a read says whether there is anything to push before slots are
-            # claimed and a receive is tried (both writes), so an empty queue costs reads.
+            # Idle: a read says whether there is anything to push before the limits are
+            # read, slots claimed and a receive tried (writes), so an empty queue costs
+            # one read.
             self._seen = ctx.notifier.version(queue_channel(queue.id))
             counts = await ctx.bridge.run(ctx.store.queue_counts, queue.id, now)
             if not counts.visible:
                 return await self._pause()
-        await self.slots.keep(sub.concurrency, sub.concurrency)
-        room = self.slots.count() - self.in_flight
+        allowed = await ctx.limits.allowed(queue.name, self.sub)
+        if allowed.paused_until:
+            await self._quiet()
+            # looked at again within POLL_S: an operator may lift the pause
+            return min(max(allowed.paused_until - ctx.clock.now_ms(), 1) / 1000, POLL_S)
+        concurrency = allowed.concurrency
+        await self.slots.keep(concurrency, concurrency)
+        held = self.slots.count()
+        self._wake_at = max(held // 2, 1)
+        room = held - self.in_flight
         if room <= 0:  # every slot busy (woken when a push ends), or none to be had
-            return POLL_S if self.slots.count() else POLL_S / 4
-        node_rate = None if sub.rate_per_s is None else \
-            sub.rate_per_s * self.slots.count() / sub.concurrency
+            return POLL_S if held else POLL_S / 4
+        node_rate = self._node_rate(allowed, held)
         room = min(room, self.bucket.available(node_rate))
         if room <= 0:
             assert node_rate is not None
@@ -184,7 +199,7 @@ class SubscriptionPusher:
         channel = queue_channel(queue.id)
         self._seen = ctx.notifier.version(channel)
         visibility_s = max(queue.attributes.visibility_timeout_s,
-                           math.ceil(sub.timeout_ms / 1000) + LEASE_MARGIN_S)
+                           math.ceil(self.sub.timeout_ms / 1000) + LEASE_MARGIN_S)
         got = await ctx.bridge.run(ctx.ops.lease, queue, room, visibility_s)
         if got:
             self._busy_at = time.monotonic()
@@ -194,6 +209,13 @@ class SubscriptionPusher:
         if not self.in_flight and time.monotonic() - self._busy_at >= KEEP_SLOTS_IDLE_S:
             await self.slots.release()
         return await self._pause()
+
+    @staticmethod
+    def _node_rate(allowed: Allowed, held: int) -> float | None:
+        """This node's share of the rate: as its share of the slots."""
+        if allowed.rate_per_s is None:
+            return None
+        return allowed.rate_per_s * held / allowed.concurrency
 
     async def _pause(self) -> float:
         """How long an empty queue waits: until its next delayed or leased message is
@@ -249,7 +271,8 @@ class SubscriptionPusher:
     def _done(self, n: int = 1) -> None:
         self.in_flight -= n
         self._gauge.dec(n)
-        self.changed.set()
+        if self.slots.count() - self.in_flight >= self._wake_at or not self.in_flight:
+            self.changed.set()
 
     async def _push_one(self, m: StoredMessage) -> None:
         try:
@@ -293,36 +316,28 @@ class SubscriptionPusher:
         answer = await ctx.sender.post(
             sub.endpoint, body, headers(queue.name, m, sub.signing_secrets(now), now, body),
             timeout_s=sub.timeout_ms / 1000, pool=sub.concurrency)
-        metrics.LATENCY.labels(queue.name).observe(time.perf_counter() - started)
+        self._latency.observe(time.perf_counter() - started)
         receipt = m.receipt(queue.id)
         if answer.ok:
-            metrics.PUSHED.labels(queue.name).inc()
+            self._pushed.inc()
             ctx.outcomes.acknowledge(queue.id, receipt)
             return True
         metrics.FAILED.labels(queue.name, str(answer.status or "none")).inc()
         now = ctx.clock.now_ms()
         if answer.retry_after_ms is not None:
-            await self._hold(answer, now)
-            ctx.outcomes.give_back(queue.id, [receipt], now + answer.retry_after_ms)
+            # The pause holds the subscription back, on every node once each has read it
+            # (within VISIBLE_AGAIN_MS); the message waits no longer than that, so lifting
+            # the pause (a resume) lets it go at once.
+            until = now + answer.retry_after_ms
+            metrics.HELD.labels(queue.name).inc()
+            await ctx.limits.pause(queue.name, until)
+            ctx.outcomes.give_back(queue.id, [receipt], min(until, now + VISIBLE_AGAIN_MS))
         else:
             ctx.outcomes.retry(queue.id, receipt,
                                now + ctx.retries.delay_ms(m.receive_count), answer.error)
         ctx.outcomes.failed(sub.id, SubscriptionFailure(now, m.message_id, answer.status,
                                                         answer.error))
         return False
-
-    async def _hold(self, answer: Answer, now: int) -> None:
-        """Retry-After: no push before it, here at once and on every node (the row)."""
-        assert answer.retry_after_ms is not None
-        until = now + answer.retry_after_ms
-        metrics.HELD.labels(self.queue.name).inc()
-        if (self.sub.held_until or 0) < until:
-            self.sub = self.sub.changed(held_until=until)
-        try:
-            await self.ctx.bridge.run(self.ctx.store.hold_subscription, self.sub.id, until)
-        except StoreUnavailable as exc:
-            log.warning("could not hold the push subscription of %s: %s", self.queue.name,
-                        exc)
 
     async def _finish(self, grace_s: float) -> None:
         """Shutdown: pushes under way get `grace_s` to end; those cut off come back when

@@ -18,6 +18,7 @@ import uuid
 from tidings.errors import QueueNotFound, StoreUnavailable
 from tidings.model.push import Subscription, SubscriptionState
 from tidings.notify.base import POLL_FALLBACK_S, SUBSCRIPTIONS_CHANNEL
+from tidings.push.limit import PushLimits
 from tidings.push.outcomes import Outcomes
 from tidings.push.pusher import PushContext, Retries, SubscriptionPusher
 from tidings.push.sender import PushSender
@@ -42,7 +43,8 @@ class Pushers:
             store=push.store, ops=queues.ops, clock=push.clock, bridge=bridge,
             notifier=queues.notifier, sender=PushSender(guard or push.guard),
             outcomes=Outcomes(push.store, bridge, queues.notifier), holder=holder,
-            retries=retries or Retries(), health=health)
+            retries=retries or Retries(), limits=PushLimits(push.store, push.clock, bridge),
+            health=health)
         self.push = push
         self.grace_s = grace_s
         self.refresh_s = refresh_s
@@ -86,7 +88,9 @@ class Pushers:
         for sub_id, sub in wanted.items():
             try:
                 queue = await self.ctx.bridge.run(self.ctx.store.get_queue_by_id, sub.queue_id)
-            except QueueNotFound:
+            except QueueNotFound:  # deleted (its subscription with it) since the listing
+                if sub_id in self.pushers:
+                    self.pushers.pop(sub_id)[0].stop()
                 continue
             if sub_id in self.pushers:
                 self.pushers[sub_id][0].update(queue, sub)

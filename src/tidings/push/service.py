@@ -29,6 +29,7 @@ from tidings.model.push import (
 )
 from tidings.model.queues import INTERNAL_QUEUES, QueueRecord
 from tidings.notify.base import SUBSCRIPTIONS_CHANNEL
+from tidings.push.limit import PUSH_LIMIT, limit_key
 from tidings.queues.service import QueueService
 from tidings.store.base import NewSubscription, Store
 from tidings.targets.guard import WebhookGuard
@@ -36,17 +37,20 @@ from tidings.targets.guard import WebhookGuard
 
 @dataclass(frozen=True)
 class SubscriptionView:
-    """A subscription with its queue's name; `to_json` hides the secret unless asked."""
+    """A subscription with its queue's name and, when an endpoint's Retry-After (or an
+    operator) paused its limit key (`push:<queue>`), until when; `to_json` hides the
+    secret unless asked."""
 
     queue: str
     subscription: Subscription
+    held_until: int | None = None
 
     def to_json(self, *, secret: bool = False) -> dict[str, Any]:
         s = self.subscription
         out: dict[str, Any] = {
             "queue": self.queue, "endpoint": s.endpoint, "concurrency": s.concurrency,
             "rate": rate_text(s.rate_per_s), "timeout_ms": s.timeout_ms,
-            "state": s.state.value, "held_until": s.held_until, "created_at": s.created_at,
+            "state": s.state.value, "held_until": self.held_until, "created_at": s.created_at,
             "modified_at": s.modified_at,
             # until when the previous secret still signs beside the current one
             "previous_secret_until": s.previous_until if s.previous_secret else None}
@@ -90,17 +94,26 @@ class PushService:
         return SubscriptionView(queue, made)
 
     def get(self, queue: str) -> SubscriptionView:
-        return SubscriptionView(queue, self.store.get_subscription(self._queue(queue).id))
+        return self._view(queue, self.store.get_subscription(self._queue(queue).id))
 
     def subscriptions(self) -> list[SubscriptionView]:
         """Every subscription whose queue exists, by queue name."""
+        pauses = self.store.limit_pauses(self.clock.now_ms())
         out = []
         for s in self.store.list_subscriptions():
             try:
-                out.append(SubscriptionView(self.store.get_queue_by_id(s.queue_id).name, s))
+                name = self.store.get_queue_by_id(s.queue_id).name
             except QueueNotFound:
-                continue  # its queue was deleted: nothing left to push
+                continue  # its queue is being deleted, with it (store.delete_queue)
+            out.append(self._view(name, s, pauses))
         return sorted(out, key=lambda v: v.queue)
+
+    def _view(self, queue: str, sub: Subscription,
+              pauses: dict[str, int] | None = None) -> SubscriptionView:
+        if pauses is None:
+            pauses = self.store.limit_pauses(self.clock.now_ms())
+        held = max(pauses.get(limit_key(queue), 0), pauses.get(PUSH_LIMIT, 0))
+        return SubscriptionView(queue, sub, held or None)
 
     def update(self, queue: str, *, endpoint: str | None = None,
                concurrency: int | None = None, rate: str | float | None = None,
@@ -126,12 +139,15 @@ class PushService:
 
     def set_state(self, queue: str, state: SubscriptionState) -> SubscriptionView:
         """Pause or resume (the transitions table says which moves exist); resuming also
-        lifts a hold an endpoint's Retry-After put on it."""
+        lifts a pause an endpoint's Retry-After put on its limit key."""
         current = self.get(queue).subscription
+        if state is SubscriptionState.ACTIVE:
+            self.store.pause_limit(limit_key(queue), None, extend=False)
         if current.state is state:
-            return SubscriptionView(queue, current)
+            self._changed()  # the pushers read the lifted pause at once
+            return self._view(queue, current)
         check_transition(current.state, state)
-        return self._write(queue, current.changed(state=state, held_until=None))
+        return self._write(queue, current.changed(state=state))
 
     def pause(self, queue: str) -> SubscriptionView:
         return self.set_state(queue, SubscriptionState.PAUSED)
@@ -163,7 +179,7 @@ class PushService:
     def _write(self, queue: str, changed: Subscription) -> SubscriptionView:
         written = self.store.update_subscription(changed, self.clock.now_ms())
         self._changed()
-        return SubscriptionView(queue, written)
+        return self._view(queue, written)
 
     def _changed(self) -> None:
         """After the commit: wake the pushers of this process and, on SQLite, of the

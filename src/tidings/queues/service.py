@@ -49,7 +49,7 @@ from tidings.model.queues import (
 )
 from tidings.model.receipts import ReceiptSigner
 from tidings.model.states import MessageState, message_state
-from tidings.notify.base import Notifier, queue_channel
+from tidings.notify.base import SUBSCRIPTIONS_CHANNEL, Notifier, queue_channel
 from tidings.queues.ops import QueueOps
 from tidings.queues.receiving import (
     CROSS_PROCESS_POLL_S,
@@ -213,6 +213,8 @@ class QueueService:
         self.store.delete_queue(name)
         self.ops.forget(name)
         self.notifier.notify(queue_channel(record.id))
+        # its push subscription went with it: this process's pushers read them again
+        self.notifier.notify(SUBSCRIPTIONS_CHANNEL)
 
     def purge_queue(self, name: str) -> int:
         self._refuse_internal(name, "purged")

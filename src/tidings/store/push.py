@@ -20,9 +20,8 @@ def subscription(row: Any) -> Subscription:
     return Subscription(
         id=int(row[0]), queue_id=int(row[1]), endpoint=row[2], concurrency=int(row[3]),
         rate_per_s=None if row[4] is None else int(row[4]) / 3600, timeout_ms=int(row[5]),
-        state=State(row[6]), held_until=row[7], secret=row[8], previous_secret=row[9],
-        previous_until=row[10], created_at=int(row[11]), modified_at=int(row[12]),
-        version=int(row[13]))
+        state=State(row[6]), secret=row[7], previous_secret=row[8], previous_until=row[9],
+        created_at=int(row[10]), modified_at=int(row[11]), version=int(row[12]))
 
 
 def per_hour(rate_per_s: float | None) -> int | None:
@@ -62,7 +61,7 @@ class SqlPush(SqlBase):
             done = conn.execute(self.q["push_update"], {
                 "endpoint": s.endpoint, "concurrency": s.concurrency,
                 "rate": per_hour(s.rate_per_s),
-                "timeout": s.timeout_ms, "state": s.state.value, "held_until": s.held_until,
+                "timeout": s.timeout_ms, "state": s.state.value,
                 "secret": s.secret, "previous_secret": s.previous_secret,
                 "previous_until": s.previous_until, "now": now, "id": s.id,
                 "version": s.version}).rowcount
@@ -81,10 +80,6 @@ class SqlPush(SqlBase):
             conn.execute(self.q["push_delete_failures"], (row[0],))
             self.driver.notify(conn, SUBSCRIPTIONS_CHANNEL)
             return True
-
-    def hold_subscription(self, subscription_id: int, until: int) -> None:
-        with self.driver.auto() as conn:
-            conn.execute(self.q["push_hold"], {"id": subscription_id, "until": until})
 
     def _slot_args(self, claim: SlotClaim) -> dict[str, Any]:
         return {"sub": claim.subscription_id, "holder": claim.holder,

@@ -16,7 +16,7 @@ from tidings.model.messages import NewMessage, StoredMessage
 from tidings.model.queues import MoveTask, QueueAttributes, QueueCounts, QueueRecord
 from tidings.model.receipts import Receipt
 from tidings.model.states import MOVE_TASKS, JobKeyState, MoveTaskStatus
-from tidings.notify.base import queue_channel
+from tidings.notify.base import SUBSCRIPTIONS_CHANNEL, queue_channel
 from tidings.store import rows
 from tidings.store.base import (
     JobAck,
@@ -87,6 +87,14 @@ class SqlQueues(SqlBase):
             for query in ("delete_queue_messages", "delete_queue_dedup", "delete_queue_jobs",
                           "delete_queue_counts", "delete_queue"):
                 conn.execute(self.q[query], (row[0],))
+            # Its push subscription goes with it, in the same transaction: left behind, it
+            # would be pushed by no one and listed by nothing (migration 0020 removes
+            # those an older release left).
+            sub = conn.execute(self.q["push_delete"], (row[0],)).fetchone()
+            if sub is not None:
+                conn.execute(self.q["push_delete_slots"], (sub[0],))
+                conn.execute(self.q["push_delete_failures"], (sub[0],))
+                self.driver.notify(conn, SUBSCRIPTIONS_CHANNEL)
 
     def purge_queue(self, queue_id: int, now: int) -> int:
         with self.driver.tx() as conn:

@@ -47,7 +47,7 @@ class SubscriptionOut(BaseModel):
     rate: str | None
     timeout_ms: int
     state: str = Field(description="active or paused.")
-    held_until: int | None = Field(description="Held back by an endpoint's Retry-After "
+    held_until: int | None = Field(description="Paused by an endpoint's Retry-After "
                                    "until this instant (epoch ms).")
     created_at: int
     modified_at: int

@@ -57,10 +57,6 @@ class PushStore(Protocol):
         """With its slots and failures; False when there was none."""
         ...
 
-    def hold_subscription(self, subscription_id: int, until: int) -> None:
-        """Push nothing before `until` (never moves an existing hold earlier)."""
-        ...
-
     def claim_slots(self, claim: SlotClaim, want: int) -> list[int]:
         """Up to `want` free slots, now held by `claim.holder` until `claim.until`."""
         ...

@@ -9,12 +9,12 @@ ON CONFLICT (queue_id) DO NOTHING
 RETURNING id;
 
 -- name: push_get
-SELECT id, queue_id, endpoint, concurrency, rate_per_hour, timeout_ms, state, held_until,
+SELECT id, queue_id, endpoint, concurrency, rate_per_hour, timeout_ms, state,
        secret, previous_secret, previous_until, created_at, modified_at, version
 FROM push_subscriptions WHERE queue_id = %s;
 
 -- name: push_list
-SELECT id, queue_id, endpoint, concurrency, rate_per_hour, timeout_ms, state, held_until,
+SELECT id, queue_id, endpoint, concurrency, rate_per_hour, timeout_ms, state,
        secret, previous_secret, previous_until, created_at, modified_at, version
 FROM push_subscriptions ORDER BY queue_id;
 
@@ -23,7 +23,7 @@ FROM push_subscriptions ORDER BY queue_id;
 -- writes nothing.
 UPDATE push_subscriptions
 SET endpoint = %(endpoint)s, concurrency = %(concurrency)s, rate_per_hour = %(rate)s,
-    timeout_ms = %(timeout)s, state = %(state)s, held_until = %(held_until)s,
+    timeout_ms = %(timeout)s, state = %(state)s,
     secret = %(secret)s, previous_secret = %(previous_secret)s,
     previous_until = %(previous_until)s, modified_at = %(now)s, version = version + 1
 WHERE id = %(id)s AND version = %(version)s;
@@ -37,11 +37,6 @@ DELETE FROM push_slots WHERE subscription_id = %s;
 -- name: push_delete_failures
 DELETE FROM push_failures WHERE subscription_id = %s;
 
--- name: push_hold
--- An endpoint's Retry-After: only ever moves the hold later (a compare on held_until), so
--- two nodes told different instants keep the later one.
-UPDATE push_subscriptions SET held_until = %(until)s
-WHERE id = %(id)s AND (held_until IS NULL OR held_until < %(until)s);
 
 -- name: push_add_slot
 INSERT INTO push_slots (subscription_id, slot) VALUES (%s, %s)

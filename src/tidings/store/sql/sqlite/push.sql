@@ -8,12 +8,12 @@ ON CONFLICT (queue_id) DO NOTHING
 RETURNING id;
 
 -- name: push_get
-SELECT id, queue_id, endpoint, concurrency, rate_per_hour, timeout_ms, state, held_until,
+SELECT id, queue_id, endpoint, concurrency, rate_per_hour, timeout_ms, state,
        secret, previous_secret, previous_until, created_at, modified_at, version
 FROM push_subscriptions WHERE queue_id = ?;
 
 -- name: push_list
-SELECT id, queue_id, endpoint, concurrency, rate_per_hour, timeout_ms, state, held_until,
+SELECT id, queue_id, endpoint, concurrency, rate_per_hour, timeout_ms, state,
        secret, previous_secret, previous_until, created_at, modified_at, version
 FROM push_subscriptions ORDER BY queue_id;
 
@@ -22,7 +22,7 @@ FROM push_subscriptions ORDER BY queue_id;
 -- writes nothing.
 UPDATE push_subscriptions
 SET endpoint = :endpoint, concurrency = :concurrency, rate_per_hour = :rate,
-    timeout_ms = :timeout, state = :state, held_until = :held_until, secret = :secret,
+    timeout_ms = :timeout, state = :state, secret = :secret,
     previous_secret = :previous_secret, previous_until = :previous_until,
     modified_at = :now, version = version + 1
 WHERE id = :id AND version = :version;
@@ -36,11 +36,6 @@ DELETE FROM push_slots WHERE subscription_id = ?;
 -- name: push_delete_failures
 DELETE FROM push_failures WHERE subscription_id = ?;
 
--- name: push_hold
--- An endpoint's Retry-After: only ever moves the hold later (a compare on held_until), so
--- two nodes told different instants keep the later one.
-UPDATE push_subscriptions SET held_until = :until
-WHERE id = :id AND (held_until IS NULL OR held_until < :until);
 
 -- name: push_add_slot
 INSERT INTO push_slots (subscription_id, slot) VALUES (?, ?)
