@@ -30,6 +30,7 @@ from tidings.server.native.rules import (
     ListDescription,
     PageOf1000,
     SubscriptionStatusName,
+    Text,
 )
 
 #: AttributesData: a JSON object's text (that it is one is the engine's to check).
@@ -217,7 +218,7 @@ async def postmark_webhook(request: Request, ctx: Ctx) -> dict[str, Any]:
 
 
 @router.get("/events")
-async def list_events(ctx: Ctx, address: str | None = None, delivery_id: str | None = None,
+async def list_events(ctx: Ctx, address: Text | None = None, delivery_id: Text | None = None,
                       limit: PageOf1000 = 50,
                       next_token: str | None = None) -> dict[str, Any]:
     """Bounces and complaints, newest first, with the delivery each was matched to."""

@@ -16,6 +16,7 @@ this receipt handle still this message's) is a documented status, not a schema r
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -69,8 +70,13 @@ _LAX, _JSON = Strict(False), BeforeValidator(_json_integer)
 JsonInt = Annotated[int, _LAX, _JSON]
 
 
+_DATE_TIME_START = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ]")
+
+
 def _text(value: Any) -> Any:
-    if not isinstance(value, str | datetime):
+    # pydantic would also read a number, or a numeric string, as a Unix time
+    if not isinstance(value, datetime) and not (
+            isinstance(value, str) and _DATE_TIME_START.match(value)):
         raise ValueError("must be an RFC 3339 date-time string")
     return value
 
@@ -227,8 +233,12 @@ Expression = Annotated[str, StringConstraints(max_length=MAX_EXPRESSION_LENGTH,
 #: An IANA time zone name, as listed by the node's tz database.
 TimeZone = Annotated[str, AfterValidator(_zone),
                      WithJsonSchema({"type": "string", "enum": list(g.time_zones())})]
-ScheduleDescription = Annotated[str, StringConstraints(max_length=512)]
-ClientToken = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+#: Text a database column keeps as it is: no NUL character, which PostgreSQL's text
+#: cannot hold (so SQLite refuses it too: both backends answer alike).
+NO_NUL = say(r"^[^\x00]*$", "must not contain the NUL character")
+Text = Annotated[str, StringConstraints(pattern=NO_NUL)]
+ScheduleDescription = Annotated[str, StringConstraints(max_length=512, pattern=NO_NUL)]
+ClientToken = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=NO_NUL)]
 FlexibleWindow = Annotated[int, Field(ge=1, le=1440), _LAX, _JSON]
 RetryAttempts = Annotated[int, Field(ge=0, le=185), _LAX, _JSON]
 EventAge = Annotated[int, Field(ge=60, le=86400), _LAX, _JSON]
@@ -290,9 +300,9 @@ LimitCount = Annotated[int, Field(ge=1, le=1_000_000), _LAX, _JSON]
 ContactListName = Annotated[str, StringConstraints(pattern=say(
     r"^[A-Za-z0-9_-]{1,64}$", "must be 1-64 letters, digits, _ and -"))]
 #: Text with something besides white space in it.
-_NOT_BLANK = (r"[^\t\n\x0b\x0c\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029"
+_NOT_BLANK = (r"[^\x00\t\n\x0b\x0c\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029"
               r"\u202f\u205f\u3000]")
 DisplayName = Annotated[str, StringConstraints(max_length=128, pattern=say(
-    _NOT_BLANK, "must not be only white space"))]
-ListDescription = Annotated[str, StringConstraints(max_length=500)]
+    rf"^[^\x00]*{_NOT_BLANK}[^\x00]*$", "must not be only white space, nor hold NUL"))]
+ListDescription = Annotated[str, StringConstraints(max_length=500, pattern=NO_NUL)]
 SubscriptionStatusName = Literal["OPT_IN", "OPT_OUT"]

@@ -24,6 +24,7 @@ from tidings.server.native.rules import (
     PageOf1000,
     ScheduleName,
     StateName,
+    Text,
     TimeZone,
 )
 from tidings.server.native.schedule_models import (
@@ -188,7 +189,7 @@ async def list_schedules(
     ctx: Ctx,
     group: Annotated[ScheduleName | None, Query(description="Only this group (default: all).")
                      ] = None,
-    prefix: Annotated[str, Query(description="Only names starting with this.")] = "",
+    prefix: Annotated[Text, Query(description="Only names starting with this.")] = "",
     state: Annotated[StateName | None, Query(description="ENABLED or DISABLED.")] = None,
     limit: Annotated[PageOf1000, Query(description="Page size (1-1000).")] = 100,
     next_token: NextToken = None,
