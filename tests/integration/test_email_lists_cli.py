@@ -114,7 +114,8 @@ def test_native_api_contact_lists(t: Tidings) -> None:
         assert http.post("/v1/email/contact-lists", json={"name": "club"}).status_code == 409
         bad = http.post("/v1/email/contact-lists", json={
             "name": "x", "topics": [{"name": "t", "default": "MAYBE"}]})
-        assert bad.status_code == 400 and "DefaultSubscriptionStatus" in bad.text
+        assert bad.status_code == 400 and bad.json()["error"]["field"] == "topics.0.default"
+        assert "OPT_IN" in bad.json()["error"]["message"]
         r = http.post("/v1/email/contact-lists/club/contacts", json={
             "address": "m@example.org", "topics": {"events": "OPT_OUT"}})
         assert r.status_code == 201 and r.json()["topics"] == {"events": "OPT_OUT"}

@@ -170,10 +170,15 @@ def parse_ses(body: bytes) -> list[Returned]:
     is hard; Transient and Undetermined are soft. Other notification types (Delivery,
     Send, Open …) carry nothing to record."""
     doc = _json(body)
-    if isinstance(doc, dict) and doc.get("Type") == "Notification" and "Message" in doc:
-        doc = _json(str(doc["Message"]).encode())
     if not isinstance(doc, dict):
         raise ValidationError("body", "must be an SES notification object")
+    if doc.get("Type") == "Notification" and "Message" in doc:
+        try:
+            doc = json.loads(str(doc["Message"]))
+        except ValueError:
+            return []  # an SNS message that is no SES notification: nothing to record
+        if not isinstance(doc, dict):
+            return []
     kind = doc.get("notificationType") or doc.get("eventType")
     mail = doc.get("mail")
     mail = mail if isinstance(mail, dict) else {}
@@ -218,7 +223,7 @@ def parse_postmark(body: bytes) -> list[Returned]:
         raise ValidationError("body", "must be a Postmark webhook object")
     address = _address(doc.get("Email"))
     if address is None:
-        raise ValidationError("Email", "must be the bounced address")
+        return []  # no bounced address: another kind of webhook (Delivery, Open …)
     record, kind = doc.get("RecordType"), str(doc.get("Type") or "")
     detail = " ".join(str(x) for x in (kind, doc.get("Description"), doc.get("Details")) if x)
     if record == "SpamComplaint" or kind == "SpamComplaint":

@@ -127,13 +127,62 @@ async def _tidings_error(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"error": native_error(exc)}, status_code=status, headers=headers)
 
 
-def _field_of(loc: tuple[Any, ...]) -> str:
+#: Patterns in words: what a "must match" error says instead of the regex (a grammar's
+#: pattern runs to kilobytes). The native API's rules register theirs (`rules.say`).
+PATTERN_WORDS: dict[str, str] = {}
+
+
+def _rule_of(err: Any) -> str:
+    """A pydantic error's rule, in words: a pattern by its registered description, a
+    validator's own message without pydantic's "Value error, " prefix."""
+    kind, ctx = err.get("type"), err.get("ctx") or {}
+    if kind == "string_pattern_mismatch":
+        pattern = str(ctx.get("pattern", ""))
+        words = PATTERN_WORDS.get(pattern)
+        if words is not None:
+            return words
+        if len(pattern) > 80:
+            return "must match the pattern the API's OpenAPI document gives"
+    if kind == "value_error" and ctx.get("error") is not None:
+        return str(ctx["error"])
+    return str(err.get("msg", "is invalid"))
+
+
+class FieldRule(ValueError):
+    """A rule between fields of a request model (a model validator's), naming the field it
+    reports: pydantic would name only the model, and the message says which field broke
+    which rule. Raised inside a model validator, it answers 400 like any field's rule."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(rule)
+        self.field = field
+        self.rule = rule
+
+
+def _field_of(loc: tuple[Any, ...], body: Any = None) -> str:
     """A request-validation location as a dotted field name: ("body", "entries", 0, "id")
-    becomes "entries.0.id"; the source ("body", "query", "path") adds nothing useful."""
-    parts = [str(p) for p in loc]
-    if parts and parts[0] in ("body", "query", "path", "header", "cookie"):
-        parts = parts[1:]
-    return ".".join(parts) or "body"
+    becomes "entries.0.id"; the source ("body", "query", "path") adds nothing useful. In
+    a body, the location is walked along the request's own JSON, so the labels pydantic
+    adds for a union's member (`target.webhook.destination`: the tag `webhook`) are left
+    out and the name is the field's path in what the client sent."""
+    parts = list(loc)
+    source = parts.pop(0) if parts and parts[0] in ("body", "query", "path", "header",
+                                                    "cookie") else None
+    if source == "body" and body is not None:
+        names, here = [], body
+        for i, part in enumerate(parts):
+            if isinstance(here, dict) and part in here:
+                names.append(str(part))
+                here = here[part]
+            elif isinstance(here, list) and isinstance(part, int) and part < len(here):
+                names.append(str(part))
+                here = here[part]
+            elif not isinstance(here, dict | list) or i == len(parts) - 1:
+                if i == len(parts) - 1 and isinstance(here, dict):
+                    names.append(str(part))  # a field that is missing
+                break
+        return ".".join(names) or "body"
+    return ".".join(str(p) for p in parts) or "body"
 
 
 async def _request_validation_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -145,8 +194,16 @@ async def _request_validation_error(_request: Request, exc: Exception) -> JSONRe
     for err in errors:
         if err.get("type") == "json_invalid":
             field, rule = "body", "must be a valid JSON document"
+        elif isinstance(cause := (err.get("ctx") or {}).get("error"), FieldRule):
+            at = _field_of(tuple(err.get("loc", ())), exc.body)
+            field = cause.field if at == "body" else f"{at}.{cause.field}"
+            rule = cause.rule
         else:
-            field, rule = _field_of(tuple(err.get("loc", ()))), str(err.get("msg", "is invalid"))
+            field, rule = _field_of(tuple(err.get("loc", ())), exc.body), _rule_of(err)
+            if err.get("type") in ("union_tag_invalid", "union_tag_not_found"):
+                # the tag's own field (`target.kind`), not the object that holds it
+                tag = str((err.get("ctx") or {}).get("discriminator", "")).strip("'")
+                field = f"{field}.{tag}" if field != "body" else tag
         details.append({"field": field, "rule": rule})
     first = details[0] if details else {"field": "body", "rule": "is invalid"}
     body = native_error_body("InvalidParameterValue", f"{first['field']}: {first['rule']}",

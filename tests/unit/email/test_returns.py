@@ -90,6 +90,10 @@ def test_ses_notifications() -> None:
     for bad in (b"not json", b"[1]"):
         with pytest.raises(ValidationError):
             parse_ses(bad)
+    # An SNS envelope whose message is no SES notification carries nothing to record.
+    for message in ("not json", "[1]"):
+        envelope = {"Type": "Notification", "Message": message}
+        assert parse_ses(json.dumps(envelope).encode()) == []
 
 
 def test_postmark_types() -> None:
@@ -100,5 +104,8 @@ def test_postmark_types() -> None:
                  "Email": "a@example.org"}) == []
     assert kind({"RecordType": "Bounce", "Type": "DnsError",
                  "Email": "a@example.org"}) == [EventKind.SOFT_BOUNCE]
+    # No bounced address: another kind of webhook, taken and ignored (not retried).
+    assert kind({"RecordType": "Bounce", "Email": "not an address"}) == []
+    assert kind({"RecordType": "Delivery", "Recipient": "a@example.org"}) == []
     with pytest.raises(ValidationError):
-        parse_postmark(b'{"RecordType": "Bounce", "Email": "not an address"}')
+        parse_postmark(b'["Email"]')

@@ -16,16 +16,28 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 
 from tidings.campaigns.fanout import FanoutOptions
 from tidings.campaigns.fanout_source import Columns
 from tidings.campaigns.fanout_timing import parse_date, parse_step
 from tidings.campaigns.service import CampaignService, CampaignView
-from tidings.errors import NotFoundError, ValidationError
+from tidings.errors import NotFoundError
 from tidings.server.native.campaign_views import campaign_json, recipient_json
 from tidings.server.native.deps import Ctx, Responses
-from tidings.server.native.rules import BucketMinutes, ForecastHours, PageOf1000
+from tidings.server.native.rules import (
+    BucketMinutes,
+    ContactListName,
+    DateText,
+    ForecastHours,
+    PageOf1000,
+    QuietHours,
+    ScheduleName,
+    StepText,
+    TemplateName,
+    TimeOfDay,
+)
+from tidings.server.native.send_models import SesAddress
 
 router = APIRouter(prefix="/v1", tags=["campaigns"])
 
@@ -122,27 +134,48 @@ async def cancel_recipient(name: str, recipient_id: str, ctx: Ctx) -> dict[str, 
     return {"campaign": name, "recipient": recipient_id, "removed": removed}
 
 
+#: The fan-out's body: the recipient list, one row per recipient (its columns are the
+#: campaign's to choose: `id_column`, `email_column`, ... and the template's variables).
+_FANOUT_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
+    "text/csv": {"schema": {"type": "string"}},
+    "application/x-ndjson": {"schema": {"type": "string"}}}}}
+Column = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
 @router.post("/campaigns/{name}/fanout", summary="Fan a recipient list out into schedules",
-             responses=_DOCS)
+             responses=_DOCS, openapi_extra=_FANOUT_BODY)
 async def fanout(
-    name: str, request: Request, ctx: Ctx,
-    template: str, sender: Annotated[str, Query(alias="from")],
-    local_time: str | None = None, on: str | None = None,
-    next: str | None = None, at_column: str | None = None,  # noqa: A002 - the CLI's name
-    step: Annotated[list[str] | None, Query()] = None,
-    tz_column: str = "timezone", id_column: str = "id", email_column: str = "email",
-    quiet_hours: str | None = None, flexible_window: int | None = None,
-    max_error_percent: float | None = None, max_errors: int | None = None,
+    name: ScheduleName, request: Request, ctx: Ctx,
+    template: Annotated[TemplateName, Query(description="The campaign's template.")],
+    sender: Annotated[SesAddress, Query(alias="from", description="The sender's address.")],
+    local_time: Annotated[TimeOfDay | None, Query(
+        description="HH:MM[:SS] local to each recipient, on `on`.")] = None,
+    on: Annotated[DateText | None, Query(description="YYYY-MM-DD, with local_time.")] = None,
+    next: Annotated[TimeOfDay | None, Query(  # noqa: A002 - the CLI's name
+        description="Or: the next HH:MM[:SS] local to each recipient.")] = None,
+    at_column: Annotated[Column | None, Query(
+        description="Or: the column holding each recipient's instant.")] = None,
+    step: Annotated[list[StepText] | None, Query(
+        description="name:day[:HH:MM[:template]], each name once (default: one step).")]
+    = None,
+    tz_column: Column = "timezone", id_column: Column = "id", email_column: Column = "email",
+    quiet_hours: Annotated[QuietHours | None, Query(
+        description="HH:MM-HH:MM local: no step fires in it.")] = None,
+    flexible_window: Annotated[int | None, Query(ge=1, le=1440)] = None,
+    max_error_percent: Annotated[float | None, Query(ge=0, le=100)] = None,
+    max_errors: Annotated[int | None, Query(ge=0)] = None,
     format: Literal["csv", "jsonl"] | None = None,  # noqa: A002 - the CLI's name
-    contact_list: str | None = None, topic: str | None = None,
+    contact_list: Annotated[ContactListName | None, Query(
+        description="Send to this contact list (its opt-outs apply).")] = None,
+    topic: Annotated[ContactListName | None, Query(
+        description="And this topic of it.")] = None,
 ) -> dict[str, Any]:
     """The body is CSV (with a header) or JSON Lines (`format`, else from Content-Type).
-    Answers the summary, with up to 20 bad rows in `error_sample`."""
+    Give one timing: `local_time` with `on`, `next`, or `at_column`. Answers the summary,
+    with up to 20 bad rows in `error_sample`."""
     if format is None:
         kind = request.headers.get("content-type", "")
         format = "jsonl" if "json" in kind else "csv"
-    if format not in ("csv", "jsonl"):
-        raise ValidationError("format", "must be csv or jsonl")
     opts = FanoutOptions(
         campaign=name, template=template, sender=sender,
         steps=tuple(parse_step(s) for s in step or ()),

@@ -5,6 +5,7 @@ validates."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from tidings.clock import iso
@@ -41,7 +42,7 @@ def topics_in(topics: list[dict[str, Any]] | None) -> list[dict[str, Any]] | Non
              "DefaultSubscriptionStatus": t.get("default") or "OPT_IN"} for t in topics]
 
 
-def preferences_in(topics: dict[str, str] | None) -> list[dict[str, Any]] | None:
+def preferences_in(topics: Mapping[str, str] | None) -> list[dict[str, Any]] | None:
     """Native preferences ({topic: OPT_IN | OPT_OUT}) in SES's shape."""
     if topics is None:
         return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Query, Response, status
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.config import JsonDict
@@ -36,6 +36,7 @@ from tidings.server.native.rules import (
     SuppressionReasonName,
     TemplateName,
 )
+from tidings.server.native.send_models import SendEmailIn
 
 router = APIRouter(prefix="/v1/email", tags=["email"])
 unsubscribe_router = APIRouter(tags=["email"])
@@ -126,14 +127,11 @@ async def render_template(name: TemplateName, body: RenderIn,
 
 # sending and the log --------------------------------------------------------------------------
 
-@router.post("/send", status_code=status.HTTP_202_ACCEPTED)
-async def send(request: Request, ctx: Ctx) -> dict[str, Any]:
+@router.post("/send", status_code=status.HTTP_202_ACCEPTED, responses={
+    404: {"description": "The named template does not exist (NotFoundException)."}})
+async def send(body: SendEmailIn, ctx: Ctx) -> dict[str, Any]:
     """Accept a SES v2 SendEmail document; the answer's `id` finds it in the log."""
-    try:
-        doc = await request.json()
-    except ValueError:
-        raise ValidationError("body", "must be a valid JSON document") from None
-    delivery = await ctx.bridge.run(ctx.t.email.send, doc)
+    delivery = await ctx.bridge.run(ctx.t.email.send, body.document())
     return {"id": delivery.id, "message_id": delivery.message_id, "state": delivery.state.value}
 
 

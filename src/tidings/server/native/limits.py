@@ -3,30 +3,76 @@ within a second). Changes need the admin scope and go into the audit log."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Response, status
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field, model_validator
 
 from tidings.clock import iso, to_ms
-from tidings.errors import ValidationError
-from tidings.server.native.deps import Ctx
+from tidings.limits.service import MAX_PAUSE_MS
+from tidings.server.errors import FieldRule
+from tidings.server.native.deps import Ctx, Responses
+from tidings.server.native.rules import (
+    AwareInstant,
+    In,
+    LimitCount,
+    LimitKey,
+    LimitRate,
+    any_of,
+    exactly_one_of,
+)
 
 router = APIRouter(prefix="/v1/limits", tags=["limits"])
 
+_DOCS: Responses = {
+    400: {"description": "Bad input: code InvalidParameterValue, `error.field` naming it."},
+    404: {"description": "No limit is set or in use under this key (NotFound)."},
+}
 
-class LimitIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    rate: str | None = Field(None, description="N per period: '200/s', '1000/min', '20/h'.")
-    concurrency: int | None = Field(None, description="At most this many at once.")
-    burst: int | None = Field(None, description="With a rate: a bucket of this size.")
+#: A pause's length: more than nothing, at most the year (and a day) the engine allows.
+PauseSeconds = Annotated[float, Field(ge=0.001, le=MAX_PAUSE_MS / 1000)]
 
 
-class PauseIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    until: datetime | None = Field(None, description="ISO 8601 instant with its offset.")
-    seconds: float | None = Field(None, gt=0, description="Or: for this many seconds.")
+def _rate_or_concurrency() -> dict[str, Any]:
+    # a rate or a concurrency (or both); a burst only with a rate
+    return {"allOf": [any_of("rate", "concurrency"),
+                      {"anyOf": [{"properties": {"burst": {"type": "null"}}},
+                                 {"not": {"required": ["burst"]}}, any_of("rate")]}]}
+
+
+class LimitIn(In):
+    model_config = ConfigDict(json_schema_extra=_rate_or_concurrency())
+
+    rate: LimitRate | None = Field(
+        None, description="N per period: '200/s', '1000/min', '20/h', '5/10s' (a period of "
+        "1 ms to 7 days).")
+    concurrency: LimitCount | None = Field(None, description="At most this many at once "
+                                           "(1-1000000).")
+    burst: LimitCount | None = Field(None, description="With a rate: a bucket of this size "
+                                     "(1-1000000).")
+
+    @model_validator(mode="after")
+    def _something(self) -> LimitIn:
+        if self.rate is None and self.concurrency is None:
+            raise FieldRule("rate", "give a rate, a concurrency, or both")
+        if self.burst is not None and self.rate is None:
+            raise FieldRule("burst", "a burst needs a rate")
+        return self
+
+
+class PauseIn(In):
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("until", "seconds"))
+
+    until: AwareInstant | None = Field(
+        None, description="RFC 3339 instant with its offset, within a year from now.")
+    seconds: PauseSeconds | None = Field(None, description="Or: for this many seconds "
+                                         "(0.001 up to 366 days).")
+
+    @model_validator(mode="after")
+    def _one(self) -> PauseIn:
+        if (self.until is None) == (self.seconds is None):
+            raise FieldRule("until", "give until or seconds, not both")
+        return self
 
 
 def views_json(views: list[Any]) -> dict[str, Any]:
@@ -40,15 +86,15 @@ async def list_limits(ctx: Ctx) -> dict[str, Any]:
     return views_json(await ctx.bridge.run(ctx.t.limits.list))
 
 
-@router.get("/{key}")
-async def get_limit(key: str, ctx: Ctx) -> dict[str, Any]:
+@router.get("/{key}", responses=_DOCS)
+async def get_limit(key: LimitKey, ctx: Ctx) -> dict[str, Any]:
     view = await ctx.bridge.run(ctx.t.limits.get, key)
     out: dict[str, Any] = view.as_json()
     return out
 
 
-@router.put("/{key}")
-async def set_limit(key: str, body: LimitIn, ctx: Ctx) -> dict[str, Any]:
+@router.put("/{key}", responses=_DOCS)
+async def set_limit(key: LimitKey, body: LimitIn, ctx: Ctx) -> dict[str, Any]:
     """Replace the setting of a limit's name (for every key under it) or of one key
     (`name:value`, over its name's)."""
     setting = await ctx.bridge.run(lambda: ctx.t.limits.set(
@@ -56,20 +102,16 @@ async def set_limit(key: str, body: LimitIn, ctx: Ctx) -> dict[str, Any]:
     return setting.as_json()
 
 
-@router.delete("/{key}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_limit(key: str, ctx: Ctx) -> Response:
+@router.delete("/{key}", status_code=status.HTTP_204_NO_CONTENT, responses=_DOCS)
+async def delete_limit(key: LimitKey, ctx: Ctx) -> Response:
     await ctx.bridge.run(ctx.t.limits.delete, key)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/{key}/pause")
-async def pause_limit(key: str, body: PauseIn, ctx: Ctx) -> dict[str, Any]:
+@router.post("/{key}/pause", responses=_DOCS)
+async def pause_limit(key: LimitKey, body: PauseIn, ctx: Ctx) -> dict[str, Any]:
     """Hold back every job of the key (of a name: of all its keys) until the instant."""
-    if (body.until is None) == (body.seconds is None):
-        raise ValidationError("until", "give until or seconds")
     if body.until is not None:
-        if body.until.utcoffset() is None:
-            raise ValidationError("until", "needs a UTC offset (e.g. Z or +01:00)")
         until = to_ms(body.until)
     else:
         until = ctx.t.clock.now_ms() + int((body.seconds or 0) * 1000)
@@ -77,7 +119,7 @@ async def pause_limit(key: str, body: PauseIn, ctx: Ctx) -> dict[str, Any]:
     return {"key": key, "paused_until": iso(paused)}
 
 
-@router.post("/{key}/resume", status_code=status.HTTP_204_NO_CONTENT)
-async def resume_limit(key: str, ctx: Ctx) -> Response:
+@router.post("/{key}/resume", status_code=status.HTTP_204_NO_CONTENT, responses=_DOCS)
+async def resume_limit(key: LimitKey, ctx: Ctx) -> Response:
     await ctx.bridge.run(ctx.t.limits.resume, key)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

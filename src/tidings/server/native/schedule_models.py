@@ -1,143 +1,220 @@
 """Request and response models of the native schedules API (its OpenAPI document).
 
-As for queues, the models check shapes and types only; EventBridge Scheduler's ranges and
-rules live in the engine (`model/schedules.py`, `triggers/`), so a bad value gets the same
-message from the HTTP API, the CLI and the Python API. Ranges are repeated in descriptions
-for the documentation.
+Every rule of a schedule's shape is typed with `rules.py` (names, the expression grammar,
+time zones, ranges, a target's destination and options by its kind, "expression or at"),
+so the document states it and pydantic refuses a request that breaks it before the engine
+runs. What only the stored state decides (the group exists, the target queue exists and
+is FIFO or not, the node's webhook allow-list) stays the engine's (`model/schedules.py`,
+`targets/`), which checks every value again for the CLI and the Python API.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
-from pydantic.config import JsonDict
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from tidings.errors import ValidationError
 from tidings.model.schedules import DEFAULT_GROUP, ScheduleSpec, Target, at_expression
-from tidings.server.native.rules import In, ScheduleName, Tags
+from tidings.server.errors import FieldRule
+from tidings.server.native.rules import (
+    AwareInstant,
+    ClientToken,
+    EventAge,
+    Expression,
+    FlexibleWindow,
+    FunctionName,
+    HeaderName,
+    HeaderValue,
+    In,
+    InputText,
+    MessageGroupId,
+    QueueName,
+    RetryAttempts,
+    ScheduleDescription,
+    ScheduleName,
+    Tags,
+    TimeZone,
+    WebhookTimeout,
+    WebhookUrl,
+    exactly_one_of,
+)
 from tidings.server.native.schedule_views import make_spec, make_target
 
-_DATE_TIME: JsonDict = {"format": "date-time"}
+#: One request creates at most this many schedules: about 10 MB of JSON, validated and
+#: inserted in a few seconds; bigger fan-outs are sent as several requests.
+MAX_BATCH = 10_000
+
+#: A target's input: text (1-8192 characters) is sent as is, any other JSON value as its
+#: JSON text (which must fit the same 8192).
+TargetInput = InputText | dict[str, JsonValue] | list[JsonValue] | int | float | bool | None
 
 
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class RetryPolicyModel(_In):
-    maximum_retry_attempts: int | None = Field(
+class RetryPolicyModel(In):
+    maximum_retry_attempts: RetryAttempts | None = Field(
         default=None, description="Delivery retries after the first attempt (0-185; default 185).")
-    maximum_event_age_s: int | None = Field(
+    maximum_event_age_s: EventAge | None = Field(
         default=None, description="Give up on an occurrence this many seconds after its "
         "scheduled time (60-86400; default 86400).")
 
 
-class ThenTargetModel(_In):
-    kind: Literal["queue", "webhook", "function"]
-    destination: str = Field(description="Queue name, webhook URL or function name.")
-    message_group_id: str | None = None
-    options: TargetOptionsModel | None = None
-
-    def to_target(self) -> Target:
-        return make_target(self.kind, self.destination, message_group_id=self.message_group_id,
-                           options=self.options.to_options() if self.options else None)
-
-
-class TargetOptionsModel(_In):
-    timeout_s: int | None = Field(
-        default=None, description="Webhook: seconds to wait for an answer (1-300; default 10).")
+class WebhookOptionsModel(In):
+    timeout_s: WebhookTimeout | None = Field(
+        default=None, description="Seconds to wait for an answer (1-300; default 10).")
     secret: str | None = Field(
-        default=None, description="Webhook: HMAC-SHA256 signing key (default: the node's "
-        "webhook secret). Never shown back: responses say `secret_set`.")
-    headers: dict[str, str] | None = Field(
-        default=None, description="Webhook: extra request headers.")
-    then: ThenTargetModel | None = Field(
-        default=None, description="Function: where its return value is delivered next.")
+        default=None, description="HMAC-SHA256 signing key (default: the node's webhook "
+        "secret). Never shown back: responses say `secret_set`.")
+    headers: dict[HeaderName, HeaderValue] | None = Field(
+        default=None, json_schema_extra={"additionalProperties": False},
+        description="Extra request headers.")
 
     def to_options(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key in ("timeout_s", "secret", "headers"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        if self.then is not None:
-            out["then"] = self.then.to_target().to_json()
-        return out
+        return {k: v for k, v in (("timeout_s", self.timeout_s), ("secret", self.secret),
+                                  ("headers", self.headers)) if v is not None}
 
 
-class TargetModel(_In):
-    kind: Literal["queue", "webhook", "function"] = Field(
-        description="queue: a message in a tidings queue, written in the firing transaction; "
-        "webhook: an HTTP POST; function: a Python callable registered on the node's app.")
-    destination: str = Field(description="Queue name, webhook URL or function name.")
-    input: JsonValue = Field(
-        default=None, description="The payload (up to 8192 characters): a string is sent as "
-        "is, any other JSON value as its JSON text. Default: an event document.")
-    message_group_id: str | None = Field(
-        default=None, description="Required for a FIFO queue target.")
+class FunctionOptionsModel(In):
+    then: ThenTarget | None = Field(
+        default=None, description="Where the function's return value is delivered next.")
+
+    def to_options(self) -> dict[str, Any]:
+        return {} if self.then is None else {"then": self.then.to_target().to_json()}
+
+
+class _Then(In):
+    def to_target(self) -> Target:
+        options = getattr(self, "options", None)
+        return make_target(self.kind, self.destination,  # type: ignore[attr-defined]
+                           message_group_id=getattr(self, "message_group_id", None),
+                           options=options.to_options() if options else None)
+
+
+class ThenQueue(_Then):
+    kind: Literal["queue"]
+    destination: QueueName
+    message_group_id: MessageGroupId | None = None
+
+
+class ThenWebhook(_Then):
+    kind: Literal["webhook"]
+    destination: WebhookUrl
+    options: WebhookOptionsModel | None = None
+
+
+class ThenFunction(_Then):
+    kind: Literal["function"]
+    destination: FunctionName
+
+
+ThenTarget = Annotated[ThenQueue | ThenWebhook | ThenFunction, Field(discriminator="kind")]
+
+
+class _TargetFields(In):
+    input: TargetInput = Field(
+        default=None, description="The payload: text (1-8192 characters) is sent as is, any "
+        "other JSON value as its JSON text (up to 8192 characters). Default: an event "
+        "document.")
     retry_policy: RetryPolicyModel | None = None
-    dead_letter_queue: str | None = Field(
+    dead_letter_queue: QueueName | None = Field(
         default=None, description="A standard queue that receives occurrences whose delivery "
         "failed for good.")
-    options: TargetOptionsModel | None = None
 
     def to_target(self) -> Target:
         retry = self.retry_policy or RetryPolicyModel()
+        options = getattr(self, "options", None)
         return make_target(
-            self.kind, self.destination, input=self.input,
-            message_group_id=self.message_group_id,
+            self.kind, self.destination, input=self.input,  # type: ignore[attr-defined]
+            message_group_id=getattr(self, "message_group_id", None),
             max_retries=retry.maximum_retry_attempts, max_event_age_s=retry.maximum_event_age_s,
             dead_letter_queue=self.dead_letter_queue,
-            options=self.options.to_options() if self.options else None)
+            options=options.to_options() if options else None)
 
 
-class ScheduleFieldsIn(_In):
+class QueueTargetModel(_TargetFields):
+    """A message in a tidings queue, written in the firing transaction."""
+
+    kind: Literal["queue"]
+    destination: QueueName = Field(description="The queue's name (it must exist).")
+    message_group_id: MessageGroupId | None = Field(
+        default=None, description="Required for a FIFO queue target.")
+
+
+class WebhookTargetModel(_TargetFields):
+    """An HTTP POST, retried on failure."""
+
+    kind: Literal["webhook"]
+    destination: WebhookUrl = Field(description="The http:// or https:// URL.")
+    options: WebhookOptionsModel | None = None
+
+
+class FunctionTargetModel(_TargetFields):
+    """A Python callable registered on the node's app."""
+
+    kind: Literal["function"]
+    destination: FunctionName = Field(description="The function's registered name.")
+    options: FunctionOptionsModel | None = None
+
+
+TargetModel = Annotated[QueueTargetModel | WebhookTargetModel | FunctionTargetModel,
+                        Field(discriminator="kind")]
+
+
+class ScheduleFieldsIn(In):
     """Every setting of a schedule. An update is a full replace: omitted fields take their
     defaults, as in EventBridge Scheduler's UpdateSchedule."""
 
-    expression: str | None = Field(
+    model_config = ConfigDict(json_schema_extra=exactly_one_of("expression", "at"))
+
+    expression: Expression | None = Field(
         default=None, description="at(yyyy-mm-ddThh:mm:ss[.fff]), rate(value unit) or "
         "cron(minutes hours day-of-month month day-of-week year); or give `at`.")
-    at: datetime | None = Field(
+    at: AwareInstant | None = Field(
         default=None, description="Instead of an expression: a one-time schedule due at this "
         "RFC 3339 instant (with its offset; fractions of a second honoured).")
-    timezone: str = Field(default="UTC", description="IANA zone the expression is read in.")
-    start: str | None = Field(
-        default=None, json_schema_extra=_DATE_TIME,
-        description="ISO 8601 with a UTC offset (naive times are rejected): no occurrence "
-        "before it.")
-    end: str | None = Field(default=None, json_schema_extra=_DATE_TIME,
-                            description="ISO 8601 with a UTC offset: no occurrence after it.")
+    timezone: TimeZone = Field(default="UTC", description="IANA zone the expression is read "
+                               "in (with `at`, the instant carries its own offset).")
+    start: AwareInstant | None = Field(
+        default=None, description="RFC 3339 with its offset: no occurrence before it.")
+    end: AwareInstant | None = Field(
+        default=None, description="RFC 3339 with its offset: no occurrence after it (it must "
+        "be after `start`).")
     state: Literal["ENABLED", "DISABLED"] = "ENABLED"
-    flexible_window_minutes: int | None = Field(
+    flexible_window_minutes: FlexibleWindow | None = Field(
         default=None, description="Fire at a stable pseudo-random instant within this many "
         "minutes after each occurrence (1-1440); null: exactly on time.")
     action_after_completion: Literal["NONE", "DELETE"] = Field(
         default="NONE", description="DELETE: remove the schedule after its last occurrence.")
-    description: str | None = Field(default=None, description="Up to 512 characters.")
+    description: ScheduleDescription | None = Field(default=None,
+                                                    description="Up to 512 characters.")
     target: TargetModel
 
-    def to_spec(self, name: str, group: str, client_token: str | None = None) -> ScheduleSpec:
+    @model_validator(mode="after")
+    def _expression_or_at(self) -> ScheduleFieldsIn:
         if (self.at is None) == (self.expression is None):
-            raise ValidationError("expression", "give an expression or `at`, not both")
+            raise FieldRule("expression", "give an expression or `at`, not both")
+        return self
+
+    def to_spec(self, name: str, group: str, client_token: str | None = None) -> ScheduleSpec:
         expression, timezone = self.expression or "", self.timezone
         if self.at is not None:
             expression, timezone = at_expression(self.at, "at"), "UTC"
         return make_spec(
             name, group, expression, self.target.to_target(), timezone=timezone,
-            start=self.start, end=self.end, state=self.state,
+            start=_text(self.start), end=_text(self.end), state=self.state,
             flexible_window_minutes=self.flexible_window_minutes,
             action_after_completion=self.action_after_completion,
             description=self.description, client_token=client_token)
 
 
+def _text(value: Any) -> str | None:
+    return None if value is None else value.isoformat()
+
+
 class ScheduleCreateIn(ScheduleFieldsIn):
-    name: str = Field(description="1-64 characters of letters, digits, - _ and ., unique in "
-                      "its group.")
-    group: str = Field(default=DEFAULT_GROUP, description="The schedule group (must exist).")
-    client_token: str | None = Field(
+    name: ScheduleName = Field(description="1-64 characters of letters, digits, - _ and ., "
+                               "unique in its group.")
+    group: ScheduleName = Field(default=DEFAULT_GROUP,
+                                description="The schedule group (must exist).")
+    client_token: ClientToken | None = Field(
         default=None, description="1-64 characters: a retried create with the same token "
         "returns the existing schedule instead of a conflict.")
 
@@ -145,8 +222,9 @@ class ScheduleCreateIn(ScheduleFieldsIn):
         return self.to_spec(self.name, self.group, self.client_token)
 
 
-class ScheduleBatchIn(_In):
-    schedules: list[ScheduleCreateIn] = Field(description="1 to 10,000 schedules.")
+class ScheduleBatchIn(In):
+    schedules: list[ScheduleCreateIn] = Field(min_length=1, max_length=MAX_BATCH,
+                                              description="1 to 10,000 schedules.")
 
 
 class RetryPolicyOut(BaseModel):
@@ -247,4 +325,4 @@ class OccurrencesOut(BaseModel):
     occurrences: list[OccurrenceOut]
 
 
-ThenTargetModel.model_rebuild()
+FunctionOptionsModel.model_rebuild()

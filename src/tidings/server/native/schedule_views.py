@@ -101,7 +101,10 @@ def spec_json(spec: ScheduleSpec) -> dict[str, Any]:
         "action_after_completion": spec.action_after_completion.value,
         "description": spec.description,
         "target": {"kind": target.kind.value, "destination": target.destination,
-                   "input": target.input, "message_group_id": target.message_group_id,
+                   "input": target.input,
+                   # a queue target's field: the document has it on no other kind
+                   **({"message_group_id": target.message_group_id}
+                      if target.message_group_id is not None else {}),
                    "retry_policy": {
                        "maximum_retry_attempts": target.retry_policy.maximum_retry_attempts,
                        "maximum_event_age_s": target.retry_policy.maximum_event_age_s},

@@ -10,17 +10,22 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
 
-from tidings.errors import TidingsError, ValidationError
+from tidings.clock import to_ms
+from tidings.errors import TidingsError
 from tidings.model.schedules import Schedule, ScheduleSpec, ScheduleState
 from tidings.schedules.service import ScheduleService
 from tidings.server.errors import native_error
 from tidings.server.native.deps import Ctx, NextToken, Responses
 from tidings.server.native.rules import (
+    AwareInstant,
     DeletableGroup,
+    Expression,
     PageOf100,
     PageOf1000,
     ScheduleName,
     StateName,
+    Text,
+    TimeZone,
 )
 from tidings.server.native.schedule_models import (
     GroupDeletedOut,
@@ -36,17 +41,13 @@ from tidings.server.native.schedule_models import (
     ScheduleOut,
 )
 from tidings.server.native.schedule_views import (
+    MAX_OCCURRENCES,
     group_json,
     occurrences_json,
-    parse_instant,
     schedule_json,
 )
 
 router = APIRouter(prefix="/v1", tags=["schedules"])
-
-#: One request creates at most this many schedules: about 10 MB of JSON, validated and
-#: inserted in a few seconds; bigger fan-outs are sent as several requests.
-MAX_BATCH = 10_000
 
 _DOCS: Responses = {
     400: {"description": "Bad input: code InvalidParameterValue, `error.field` naming the "
@@ -175,11 +176,11 @@ async def create_schedule(body: ScheduleCreateIn, ctx: Ctx) -> dict[str, Any]:
 
 @router.post("/schedules:batch", response_model=ScheduleBatchOut, responses=_errors(400))
 async def create_schedules(body: ScheduleBatchIn, ctx: Ctx) -> dict[str, Any]:
-    """Create up to 10,000 schedules. Each item succeeds or fails on its own (`error`);
-    names that already exist are left untouched (`created: false`, no error), so a batch
-    that was cut short can be sent again."""
-    if not 1 <= len(body.schedules) <= MAX_BATCH:
-        raise ValidationError("schedules", f"must hold 1 to {MAX_BATCH} items")
+    """Create up to 10,000 schedules. A batch with an item that breaks a rule of the
+    document is refused whole (400, `error.field` naming the item's field); otherwise each
+    item succeeds or fails on its own (`error`, for what only the stored state decides:
+    the group, the target queue), and names that already exist are left untouched
+    (`created: false`, no error), so a batch that was cut short can be sent again."""
     return await ctx.bridge.run(_batch, ctx.t.schedules, body.schedules)
 
 
@@ -188,7 +189,7 @@ async def list_schedules(
     ctx: Ctx,
     group: Annotated[ScheduleName | None, Query(description="Only this group (default: all).")
                      ] = None,
-    prefix: Annotated[str, Query(description="Only names starting with this.")] = "",
+    prefix: Annotated[Text, Query(description="Only names starting with this.")] = "",
     state: Annotated[StateName | None, Query(description="ENABLED or DISABLED.")] = None,
     limit: Annotated[PageOf1000, Query(description="Page size (1-1000).")] = 100,
     next_token: NextToken = None,
@@ -248,17 +249,17 @@ async def disable_schedule(group: ScheduleName, name: ScheduleName, ctx: Ctx) ->
 @router.get("/expressions/next", response_model=OccurrencesOut, responses=_errors(400))
 async def next_occurrences(
     ctx: Ctx,
-    expression: Annotated[str, Query(description="at(...), rate(...) or cron(...).")],
-    timezone: Annotated[str, Query(description="IANA zone the expression is read in.")]
+    expression: Annotated[Expression, Query(description="at(...), rate(...) or cron(...).")],
+    timezone: Annotated[TimeZone, Query(description="IANA zone the expression is read in.")]
     = "UTC",
-    n: Annotated[int, Query(description="How many occurrences (1-100).")] = 5,
-    after: Annotated[str | None, Query(
-        description="ISO 8601 with a UTC offset (URL-encode `+` as %2B, or use Z); default "
+    n: Annotated[int, Query(ge=1, le=MAX_OCCURRENCES,
+                            description="How many occurrences (1-100).")] = 5,
+    after: Annotated[AwareInstant | None, Query(
+        description="RFC 3339 with its offset (URL-encode `+` as %2B, or use Z); default "
         "now. Occurrences strictly after it.")]
     = None,
 ) -> dict[str, Any]:
     """The next occurrences of an expression, in UTC and in its zone: check a cron before
     you schedule it. Needs no schedule; a rate() is counted from `after`."""
-    after_ms = parse_instant(after, "after")
-    start = ctx.t.clock.now_ms() if after_ms is None else after_ms
+    start = ctx.t.clock.now_ms() if after is None else to_ms(after, "after")
     return occurrences_json(expression, timezone, start, n)
