@@ -316,7 +316,7 @@ def test_sns_signatures_are_checked_and_a_subscription_confirmed(served: Served)
     assert httpx.post(events, json=unsigned_version).status_code == 403
     # not in an SNS envelope at all: nothing to verify
     r = httpx.post(events, json=bounce)
-    assert r.status_code == 400 and "signed SNS messages" in r.text, r.text
+    assert r.status_code == 403 and "signed SNS messages" in r.text, r.text
     assert s.t.email.suppression("victim@example.org") is None
     assert s.t.email.returns.events()[0] == []
     assert s.sns.fetched == ["/SimpleNotificationService-1.pem"]  # once: kept by URL

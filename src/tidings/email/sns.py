@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tidings.errors import Forbidden, TidingsError, ValidationError
+from tidings.errors import Forbidden, TidingsError
 
 #: The hosts SNS signs from and sends confirmation links on (host, or host:port, matched
 #: whole): every commercial region, and China's.
@@ -56,7 +56,8 @@ def string_to_sign(doc: Mapping[str, Any]) -> bytes:
             continue  # a Notification without a subject leaves it out, name and all
         value = doc.get(key)
         if not isinstance(value, str):
-            raise ValidationError(key, "an SNS message must carry it as a string")
+            raise Forbidden(f"{key}: an SNS message carries it as a string; without it the "
+                            "signature cannot be checked")
         out.append(f"{key}\n{value}\n")
     return "".join(out).encode()
 
@@ -108,12 +109,12 @@ class SnsVerifier:
         return key
 
     async def verify(self, doc: Mapping[str, Any]) -> None:
-        """Return if SNS signed `doc`; raise Forbidden (403) if not, ValidationError
-        when it is no SNS message at all."""
+        """Return if SNS signed `doc`; raise Forbidden (403) if not, a document that is no
+        SNS message included: whoever sent it cannot be told from anyone else."""
         if doc.get("Type") not in SNS_TYPES:
-            raise ValidationError("Type", "must be an SNS message (Notification or "
-                                  "SubscriptionConfirmation): with TIDINGS_SNS_VERIFY only "
-                                  "signed SNS messages are taken")
+            raise Forbidden("Type: not an SNS message (Notification or "
+                            "SubscriptionConfirmation); with TIDINGS_SNS_VERIFY only signed "
+                            "SNS messages are taken")
         try:
             from cryptography.exceptions import InvalidSignature
             from cryptography.hazmat.primitives import hashes
