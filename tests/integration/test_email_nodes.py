@@ -67,7 +67,7 @@ def test_a_relayless_node_leaves_mail_to_the_node_with_a_relay(db_url: str,
             assert t.email.waiting() == 1
             assert "this node sends no email" in (tmp_path / "front.log").read_text()
             metrics = httpx.get(f"http://127.0.0.1:{port}/metrics").text
-            assert "tidings_email_waiting" in metrics
+            assert "\ntidings_email_waiting 1.0\n" in metrics  # read at the scrape
             relay = Relay()
             with running_relay(relay) as url:
                 procs.append(_start(["worker", "--db", db_url, "--app", "quiet:app",
@@ -75,6 +75,8 @@ def test_a_relayless_node_leaves_mail_to_the_node_with_a_relay(db_url: str,
                 _until(lambda: len(relay.received) == 1, 60)
                 _until(lambda: t.email.log()[0][0].state is DeliveryState.SENT, 30)
             assert t.email.waiting() == 0
+            assert "\ntidings_email_waiting 0.0\n" in httpx.get(
+                f"http://127.0.0.1:{port}/metrics").text
             assert t.queues.describe(EMAIL_QUEUE).counts.visible == 0
     finally:
         for p in procs:

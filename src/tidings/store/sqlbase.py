@@ -59,6 +59,10 @@ class SqlBase:
         # (no migrations table any more: nothing newer than this release, at least)
         return schema_status(self.driver) or SchemaStatus({}, known(self.driver.name), None)
 
+    def schema_mark(self) -> tuple[int, int]:
+        count, last = self._one("schema_mark")
+        return int(count), int(last or 0)
+
     def _one(self, query: str, args: Params = ()) -> Any:
         with (self.driver.read() if query in self._reads else self.driver.auto()) as conn:
             return conn.execute(self.q[query], args).fetchone()

@@ -26,12 +26,14 @@ def queries(backend: str) -> dict[str, str]:
     return found
 
 
-def migrations(backend: str) -> list[tuple[int, str, str]]:
-    """Numbered migration files `NNNN_name.sql`, in order: (version, name, sql)."""
+@cache
+def migrations(backend: str) -> tuple[tuple[int, str, str], ...]:
+    """Numbered migration files `NNNN_name.sql`, in order: (version, name, sql). Read once:
+    a running node's schema check compares against them every few seconds."""
     folder = resources.files("tidings.store").joinpath("sql", backend)
     found = []
     for entry in folder.iterdir():
         match = re.match(r"^(\d{4})_(\w+)\.sql$", entry.name)
         if match:
             found.append((int(match.group(1)), match.group(2), entry.read_text()))
-    return sorted(found)
+    return tuple(sorted(found))

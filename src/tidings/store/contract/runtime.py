@@ -28,3 +28,8 @@ class StoreRuntime(Protocol):
         """The database's migrations against this release's, read now (a running node
         looks for a newer node having migrated it: `ops/schema_guard.py`)."""
         ...
+
+    def schema_mark(self) -> tuple[int, int]:
+        """(how many migrations, the last one) in the database, in one statement: what
+        the schema guard reads between full looks, as long as it has not changed."""
+        ...

@@ -15,6 +15,9 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 -- name: applied_migrations
 SELECT version, name FROM schema_migrations;
 
+-- name: schema_mark
+SELECT COUNT(*), MAX(version) FROM schema_migrations;
+
 -- name: table_exists
 -- Resolved through the search_path, as the unqualified names of every other query are.
 SELECT (to_regclass(%s) IS NOT NULL)::int;

@@ -14,6 +14,9 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 -- name: applied_migrations
 SELECT version, name FROM schema_migrations;
 
+-- name: schema_mark
+SELECT COUNT(*), MAX(version) FROM schema_migrations;
+
 -- name: table_exists
 SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?;
 
