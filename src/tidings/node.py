@@ -130,7 +130,8 @@ class Node:
         self.schema_guard = SchemaGuard(t.store, self.bridge,
                                         warned_at_open=t.schema_status().database)
         self.pushers = Pushers(t.push, self.bridge, grace_s=settings.shutdown_grace_s,
-                               refresh_s=settings.poll_fallback_s, health=self.health)
+                               refresh_s=settings.poll_fallback_s, health=self.health,
+                               book=self.book)
         self.services += [self.book, firing, self.deliveries, self.heartbeat,
                           self.schema_guard, self.pushers]
         if settings.smtp_url:
