@@ -173,3 +173,10 @@ class ScheduleStore(Protocol):
         [start, end) (of one group, if given), by due_at: what the forecast counts against
         limit keys."""
         ...
+
+    def email_firing_inputs(self, start_ms: int, end_ms: int, bucket_ms: int, *,
+                            group: str | None = None) -> list[tuple[int, str, int]]:
+        """(bucket start, input text, count) of enabled email schedules due in [start,
+        end) (of one group, if given), by due_at: the forecast reads each one's first
+        recipient's domain (its `email-domain:<domain>` key) from the input."""
+        ...
