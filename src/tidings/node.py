@@ -116,7 +116,8 @@ class Node:
             firing = self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock,
                                                   t.notifier, self.bridge,
                                                   idle_poll_s=settings.poll_fallback_s,
-                                                  health=self.health, book=self.book)
+                                                  health=self.health, book=self.book,
+                                                  place=t.campaigns.limit_place)
         self.targets = Targets(t.queues, self.bridge, app.functions if app else {},
                                t.webhook_secret(),
                                email=EmailDelivery(t.email, self.bridge, settings),

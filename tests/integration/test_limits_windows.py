@@ -1,8 +1,9 @@
 """Schedules with a flexible window are spread inside it to fit their target's limit
 (issue 33): a burst into a rate-limited queue key leaves at the limit's rate, inside the
 window, and what the window cannot hold fires after it as early as the limit lets it,
-never lost, and counted. The dispatcher's passes run on a frozen clock stepped to each
-due instant, on every backend, with the store's own limits."""
+never lost, and counted; a burst of webhook firings into a host's rate is written to the
+delivery queue already spread so. The dispatcher's passes run on a frozen clock stepped
+to each due instant, on every backend, with the store's own limits."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tidings.client import Tidings
 from tidings.clock import FrozenClock
 from tidings.limits.book import LimitBook
 from tidings.model.schedules import ScheduleSpec, Target, TargetKind
-from tidings.queues.internal import ensure_internal_queues
+from tidings.queues.internal import DELIVERY_QUEUE, ensure_internal_queues
 from tidings.runtime.bridge import Bridge
 from tidings.runtime.metrics import REGISTRY
 from tidings.schedules.dispatcher import Dispatcher
@@ -45,21 +46,22 @@ def busiest(instants_ms: list[int], window_ms: int) -> int:
     return most
 
 
-def burst(t: Tidings, clock: FrozenClock, n: int, rate: str) -> tuple[int, dict[int, int],
-                                                                       dict[int, int]]:
+def burst(t: Tidings, clock: FrozenClock, n: int, rate: str, *, webhook: bool = False,
+          ) -> tuple[int, dict[int, int], dict[int, int]]:
     """`n` one-shot schedules due at one instant with a WINDOW_MIN window into a queue
-    limited to `rate`, fired pass by pass; (the instant, each one's due instant, each
-    one's fire instant)."""
+    (or a webhook's host) limited to `rate`, fired pass by pass; (the instant, each one's
+    due instant, each one's fire instant: for a webhook, when its delivery is visible)."""
     clock.set(ms("2027-05-03T10:00"))
     at = ms("2027-05-03T10:05")
     t.queues.create_queue("orders")
-    t.limits.set("queue:orders", rate=rate)
+    t.limits.set("webhook:hooks.example" if webhook else "queue:orders", rate=rate)
     due = {}
     for i in range(n):
-        s = t.schedules.create(ScheduleSpec(
-            f"s{i}", "at(2027-05-03T10:05:00)", Target(TargetKind.QUEUE, "orders",
-                                                        input=json.dumps({"i": i})),
-            flexible_window_minutes=WINDOW_MIN))
+        target = (Target(TargetKind.WEBHOOK, "https://hooks.example/in",
+                         input=json.dumps({"i": i})) if webhook
+                  else Target(TargetKind.QUEUE, "orders", input=json.dumps({"i": i})))
+        s = t.schedules.create(ScheduleSpec(f"s{i}", "at(2027-05-03T10:05:00)", target,
+                                            flexible_window_minutes=WINDOW_MIN))
         assert s.due_at is not None and at <= s.due_at < at + WINDOW_MS
         due[i] = s.due_at
     bridge = Bridge(1)
@@ -74,14 +76,24 @@ def burst(t: Tidings, clock: FrozenClock, n: int, rate: str) -> tuple[int, dict[
         dispatcher.fire_due()
         passes += 1
         assert passes < 20 * n, "the firings keep coming back"
+    bridge.close()
     fired: dict[int, int] = {}
+    if webhook:
+        token = None
+        while True:
+            views, token = t.queues.peek(DELIVERY_QUEUE, limit=1000, next_token=token)
+            for v in views:
+                i = json.loads(json.loads(v.message.body)["input"])["i"]
+                assert i not in fired  # once each
+                fired[i] = v.message.visible_at
+            if token is None:
+                return at, due, fired
     while got := t.queues.receive("orders", 10, wait_s=0):
         for m in got:
             i = json.loads(m.body)["i"]
             assert i not in fired  # once each
             fired[i] = m.sent_at
             t.queues.delete("orders", m.receipt_handle)
-    bridge.close()
     return at, due, fired
 
 
@@ -115,3 +127,17 @@ def test_what_the_window_cannot_hold_fires_after_it_as_early_as_the_limit_allows
     # planned, not retried: each held back at most once (retried each time the key
     # freed a start, as a firing without a window is, this burst was refused 24,000 times)
     assert counted("tidings_limit_held_firings") - held <= 1000
+
+
+def test_a_webhook_burst_reaches_the_delivery_queue_spread_at_the_hosts_rate(
+        t: Tidings, clock: FrozenClock) -> None:
+    before = counted("tidings_limit_past_window_firings", "webhook")
+    at, due, visible = burst(t, clock, 1000, "10/s", webhook=True)
+    assert sorted(visible) == list(range(1000))  # one delivery each
+    instants = sorted(visible.values())
+    assert busiest(instants, 1000) <= 10  # they reach the consumers at the host's rate
+    assert all(visible[i] >= due[i] for i in visible)
+    inside = sum(1 for v in instants if v < at + WINDOW_MS)
+    assert inside >= 580 and instants[-1] <= at + 1000 * 100 + 2_000
+    assert counted("tidings_limit_past_window_firings", "webhook") - before \
+        == len(instants) - inside > 0

@@ -52,14 +52,14 @@ from tidings.runtime.bridge import Bridge
 from tidings.runtime.health import Health
 from tidings.runtime.waits import first_of
 from tidings.schedules.firing_log import Outcome, outcome_row
-from tidings.schedules.held import Planned, WindowPlan, hold_limited
+from tidings.schedules.held import NO_PLACE, Planned, WindowPlan, hold_limited, pace_deliveries
 from tidings.schedules.service import (
     ScheduleService,
     flex_offset_ms,
     schedule_trigger,
 )
 from tidings.store.base import Firing, FiringOutcome, Store, TargetMessage
-from tidings.targets.base import Target
+from tidings.targets.base import LimitPlace, Target
 from tidings.targets.deadletter import dead_letter_attributes
 from tidings.targets.registry import target_of
 from tidings.triggers import one_time
@@ -95,8 +95,10 @@ class Dispatcher:
     def __init__(self, schedules: ScheduleService, queues: QueueService, store: Store,
                  clock: Clock, notifier: Notifier, bridge: Bridge, *, batch: int = 1000,
                  claim_ms: int = 10_000, idle_poll_s: float = IDLE_POLL_S,
-                 health: Health | None = None, book: LimitBook | None = None) -> None:
-        """`book`: the node's limits, for queue targets (None: none apply)."""
+                 health: Health | None = None, book: LimitBook | None = None,
+                 place: LimitPlace = NO_PLACE) -> None:
+        """`book`: the node's limits, for queue targets and the flexible windows of the
+        others (None: none apply); `place`: where this node delivers (its SMTP relay)."""
         self.schedules = schedules
         self.queues = queues
         self.store = store
@@ -108,6 +110,7 @@ class Dispatcher:
         self.idle_poll_s = idle_poll_s
         self.health = health
         self.book = book
+        self.place = place
         self.window_plan = WindowPlan()  # flexible windows spread to fit a limit's rate
         # A burst starts with a small batch, so its earliest firings are committed (and
         # their handlers start) within milliseconds of the due instant; the batch then
@@ -199,13 +202,17 @@ class Dispatcher:
             planned = [self._plan(s, batch) for s in claimed]
             if self.book is not None and "queue" in self.book.names:
                 hold_limited(self.book, self.store, self.window_plan, claimed, planned, now)
+            if self.book is not None and self.book.names - {"queue"}:
+                pace_deliveries(self.book, self.window_plan, self.place, claimed, planned,
+                                now)
             held = firing_pass.complete([p.firing for p in planned], self.clock.now_ms())
         committed = self.clock.now_ms()  # lateness counts until the firing is durable
         lateness: list[int] = []
         touched: set[int] = set()
         fired_by_kind: dict[str, int] = {}
         in_target_by_kind: dict[str, int] = {}
-        skipped = held_back = past_window = 0
+        skipped = held_back = 0
+        past_window: dict[str, int] = {}
         for (firing, due, delivered, limited, _, late), schedule, ok in zip(
                 planned, claimed, held, strict=True):
             if not ok:
@@ -219,7 +226,8 @@ class Dispatcher:
                 if delivered:
                     in_target_by_kind[kind] = in_target_by_kind.get(kind, 0) + 1
                 lateness.append(committed - due)
-                past_window += late
+                if late:
+                    past_window[kind] = past_window.get(kind, 0) + 1
                 for m in firing.messages:
                     touched.add(m.queue_id)
             elif limited:
@@ -228,8 +236,8 @@ class Dispatcher:
                 skipped += 1
         if held_back:
             metrics.LIMIT_HELD_FIRINGS.labels("queue").inc(held_back)
-        if past_window:
-            metrics.LIMIT_PAST_WINDOW.labels("queue").inc(past_window)
+        for kind, count in past_window.items():
+            metrics.LIMIT_PAST_WINDOW.labels(kind).inc(count)
         metrics.LATENESS.observe_many([max(late, 0) / 1000 for late in lateness])
         for kind, count in fired_by_kind.items():  # one increment per batch, not per firing
             metrics.FIRED.labels(kind).inc(count)

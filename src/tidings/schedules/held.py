@@ -17,6 +17,13 @@ When it is due again depends on its schedule (issue 33):
   fires, in the same stream, as early as the limit lets it after the window's end: never
   dropped, and counted (`tidings_limit_past_window_firings`).
 
+A webhook's, a function's or an email's firing travels as a delivery, whose start its
+limit grants when a consumer takes it (a delivery refused waits in its queue). With a
+flexible window and a key with a rate (`webhook:<host>`, `function:<name>`,
+`smtp:<relay>`, `email-domain:<domain>`), the dispatcher writes the delivery to become
+visible at the instant the plan has free for the key (`pace_deliveries`), so the burst
+reaches the consumers already spread at the rate, instead of all at once to be sent back.
+
 The plan is this node's, in memory: two nodes plan for one key each from what they hold,
 and the start is granted by the store at the planned instant all the same, so a plan only
 smooths; it cannot make a key exceed its limit. An instant once planned is kept: a limit
@@ -32,7 +39,7 @@ from typing import NamedTuple
 
 from tidings.limits.book import LimitBook
 from tidings.model.schedules import Schedule
-from tidings.store.base import Firing, LimitStore
+from tidings.store.base import Firing, LimitStore, TargetMessage
 from tidings.store.contract.limits import KeyRule, LimitClaim
 from tidings.targets.base import LimitPlace
 from tidings.targets.registry import target_of
@@ -126,3 +133,37 @@ def hold_limited(book: LimitBook, store: LimitStore, plan: WindowPlan,
         planned[i] = Planned(Firing(p.firing.schedule_id, occurrence, occurrence, again,
                                     False, False), p.due, False, held=True,
                              window_end=p.window_end)
+
+
+def pace_deliveries(book: LimitBook, plan: WindowPlan, place: LimitPlace,
+                    claimed: Sequence[Schedule], planned: list[Planned], now: int) -> None:
+    """Deliveries of schedules with a flexible window into keys with a rate: each written
+    to become visible at the plan's next free start of its slowest key (see the module's
+    docstring). A paused key is left to the consumers, which hold its deliveries back."""
+    plan.forget_before(now)
+    for i, (s, p) in enumerate(zip(claimed, planned, strict=True)):
+        if (p.window_end is None or p.in_target or p.held or not p.firing.fired
+                or len(p.firing.messages) != 1):
+            continue
+        kind = target_of(s.spec.target)
+        if kind.writes_queue:
+            continue  # (a queue target whose queue is missing: retried as a delivery)
+        target = s.spec.target
+        rules = []
+        for name, value in kind.limit_keys(target, target.input, place, book.names).items():
+            rule = book.rule(f"{name}:{value}", name)
+            if rule is not None and rule.rate is not None \
+                    and book.pauses.get(rule.key, 0) <= now \
+                    and book.pauses.get(name, 0) <= now:
+                rules.append(rule)
+        paced = _spacing(rules)
+        if paced is None:
+            continue
+        key, spacing = paced
+        at = plan.take(key, now, spacing)
+        if at <= now:
+            continue
+        [m] = p.firing.messages
+        delayed = TargetMessage(m.queue_id, m.fifo, m.message._replace(visible_at=at))
+        planned[i] = p._replace(firing=p.firing._replace(messages=[delayed]),
+                                late=at >= p.window_end)
