@@ -170,6 +170,13 @@ def test_a_campaigns_page_shows_a_paused_domain(t: Tidings) -> None:
     assert (domain.key, domain.firings) == ("email-domain:example.com", 40)
     assert domain.paused_until_ms == utc("2027-03-01T09:10")
     assert domain.drains_at_ms == utc("2027-03-01T09:11")
+    t.limits.set("email-domain", concurrency=3)
+    with running_server(create_app(t)) as url:
+        page = httpx.get(f"{url}/ui/campaigns/spring", follow_redirects=True)
+    assert page.status_code == 200, page.text
+    row = page.text[page.text.index("email-domain:example.com"):][:600]
+    assert "none</td><td>3 (1.0 s each, assumed)</td>" in row
+    assert "2027-03-01" in row and "09:10" in row  # paused until
 
 
 def test_the_cli_and_the_api_show_concurrencies_and_pauses(db_url: str,
