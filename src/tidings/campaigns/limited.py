@@ -19,7 +19,7 @@ What a key lets start in a bucket is the lowest of:
 A recipient domain's key (`email-domain:<domain>`) is the first recipient's domain of each
 email firing's input, so those are read one input at a time (grouped by bucket and input
 text), and only while a limit or a pause exists for the name `email-domain` or one of its
-keys."""
+keys (`Target.input_limits` says which kinds read which keys from their input)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,6 @@ from tidings.model.limits import LimitSetting
 from tidings.model.schedules import Target, TargetKind
 from tidings.store.base import LimitStore, ScheduleStore
 from tidings.targets.base import TARGET_LIMITS, LimitPlace
-from tidings.targets.email_target import EMAIL_DOMAIN_LIMIT
 from tidings.targets.registry import TARGETS
 
 #: How long a start holds a concurrency slot, when the caller does not say.
@@ -93,19 +92,22 @@ def forecast_limited(store: ForecastStore, place: LimitPlace, *, now_ms: int, st
         return []
     end = start_ms + buckets * bucket_ms
     counts = store.firing_counts_by_destination(start_ms, end, bucket_ms, group=group)
-    inputs = (store.email_firing_inputs(start_ms, end, bucket_ms, group=group)
-              if EMAIL_DOMAIN_LIMIT in names else [])
+    inputs = [(at, kind.kind.value, text, n) for kind in TARGETS.kinds()
+              if names & set(kind.input_limits)
+              for at, text, n in store.firing_inputs(start_ms, end, bucket_ms,
+                                                     kind=kind.kind.value, group=group)]
     return limited_keys(counts, limits, start_ms=start_ms, bucket_ms=bucket_ms,
-                        buckets=buckets, place=place, email_inputs=inputs)
+                        buckets=buckets, place=place, inputs=inputs)
 
 
 def limited_keys(counts: Sequence[tuple[int, str, str, int]], limits: KeyLimits, *,
                  start_ms: int, bucket_ms: int, buckets: int, place: LimitPlace,
-                 email_inputs: Sequence[tuple[int, str, int]] = ()) -> list[LimitedKey]:
+                 inputs: Sequence[tuple[int, str, str, int]] = ()) -> list[LimitedKey]:
     """`counts`: (bucket start, target kind, destination, firings) due in the horizon;
-    `email_inputs`: (bucket start, an email firing's input, firings) for the domains."""
+    `inputs`: (bucket start, target kind, a firing's input, firings), for the keys a
+    kind reads from the input (`Target.input_limits`)."""
     names = limits.names
-    wanted = [n for n in TARGET_LIMITS if n in names and n != EMAIL_DOMAIN_LIMIT]
+    wanted = [n for n in TARGET_LIMITS if n in names]
     due: dict[str, list[int]] = {}
 
     def count(kind: str, spec: Target, body: str | None, want: Sequence[str], at: int,
@@ -117,16 +119,17 @@ def limited_keys(counts: Sequence[tuple[int, str, str, int]], limits: KeyLimits,
                 continue
             due.setdefault(key, [0] * buckets)[(at - start_ms) // bucket_ms] += n
 
-    if wanted:
-        for at, kind, destination, n in counts:
-            try:
-                spec = Target(TargetKind(kind), destination)
-            except ValueError:
-                continue  # a kind this release does not know
-            count(kind, spec, None, wanted, at, n)
-    for at, text, n in email_inputs:
-        count(TargetKind.EMAIL.value, Target(TargetKind.EMAIL, "", input=text), text,
-              (EMAIL_DOMAIN_LIMIT,), at, n)
+    for at, kind, destination, n in counts:
+        try:
+            spec = Target(TargetKind(kind), destination)
+        except ValueError:
+            continue  # a kind this release does not know
+        from_input = TARGETS.get(kind).input_limits
+        count(kind, spec, None, [w for w in wanted if w not in from_input], at, n)
+    for at, kind, text, n in inputs:
+        from_input = TARGETS.get(kind).input_limits
+        count(kind, Target(TargetKind(kind), "", input=text), text,
+              [w for w in wanted if w in from_input], at, n)
     return [_drain(key, due[key], limits, start_ms, bucket_ms) for key in sorted(due)]
 
 

@@ -24,7 +24,8 @@ occurrence and is due again later (`schedules/held.py`: when the key should have
 for a schedule with a flexible window, at the next start the pass's `WindowPlan` has free
 for the key's rate, so a burst is spread over its window), not fired, not counted as an
 attempt, counted in `tidings_limit_held_firings`. Other kinds are held as deliveries, in
-their queue.
+their queue; with a flexible window, a delivery into a key with a rate is written to
+become visible at the plan's next start for the key (`held.pace_deliveries`).
 """
 
 from __future__ import annotations

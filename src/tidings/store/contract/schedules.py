@@ -174,9 +174,9 @@ class ScheduleStore(Protocol):
         limit keys."""
         ...
 
-    def email_firing_inputs(self, start_ms: int, end_ms: int, bucket_ms: int, *,
-                            group: str | None = None) -> list[tuple[int, str, int]]:
-        """(bucket start, input text, count) of enabled email schedules due in [start,
-        end) (of one group, if given), by due_at: the forecast reads each one's first
-        recipient's domain (its `email-domain:<domain>` key) from the input."""
+    def firing_inputs(self, start_ms: int, end_ms: int, bucket_ms: int, *, kind: str,
+                      group: str | None = None) -> list[tuple[int, str, int]]:
+        """(bucket start, input text, count) of enabled schedules with a target of `kind`
+        due in [start, end) (of one group, if given), by due_at: the forecast reads the
+        limit keys a target takes from its input (an email's first recipient's domain)."""
         ...

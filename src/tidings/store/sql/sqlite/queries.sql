@@ -494,11 +494,11 @@ SELECT due_at / :bucket, json_extract(target, '$.kind'),
     json_extract(target, '$.destination'), COUNT(*) FROM schedules
 WHERE group_name = :group AND due_at >= :lo AND due_at < :hi GROUP BY 1, 2, 3;
 
--- name: email_firings_by_due_input
--- The forecast's recipient domains: due email firings per bucket and input text (of one
--- group when :group is not null; its first recipient's domain is read in Python).
+-- name: firings_by_due_input
+-- The forecast's keys read from inputs (a recipient's domain): due firings of one kind
+-- per bucket and input text (of one group when :group is not null); the key is read in Python.
 SELECT due_at / :bucket, json_extract(target, '$.input'), COUNT(*) FROM schedules
-WHERE due_at >= :lo AND due_at < :hi AND json_extract(target, '$.kind') = 'email'
+WHERE due_at >= :lo AND due_at < :hi AND json_extract(target, '$.kind') = :kind
     AND (:group IS NULL OR group_name = :group)
 GROUP BY 1, 2;
 
