@@ -214,7 +214,7 @@ class Dispatcher:
         in_target_by_kind: dict[str, int] = {}
         skipped = held_back = 0
         past_window: dict[str, int] = {}
-        for (firing, due, delivered, limited, _, late), schedule, ok in zip(
+        for (firing, due, delivered, limited, _, past), schedule, ok in zip(
                 planned, claimed, held, strict=True):
             if not ok:
                 log.warning("schedule %s/%s changed or fired elsewhere while this pass planned "
@@ -227,7 +227,7 @@ class Dispatcher:
                 if delivered:
                     in_target_by_kind[kind] = in_target_by_kind.get(kind, 0) + 1
                 lateness.append(committed - due)
-                if late:
+                if past:
                     past_window[kind] = past_window.get(kind, 0) + 1
                 for m in firing.messages:
                     touched.add(m.queue_id)

@@ -120,7 +120,10 @@ def hold_limited(book: LimitBook, store: LimitStore, plan: WindowPlan,
     for (i, rules), answer in zip(which, answers, strict=True):
         p = planned[i]
         if answer.granted:
-            if p.window_end is not None and now >= p.window_end:
+            # Late because a plan put it past its window (its due instant is the plan's),
+            # not because the dispatcher was away when it was due.
+            s = claimed[i]
+            if p.window_end is not None and (s.due_at or 0) >= p.window_end:
                 planned[i] = p._replace(late=True)
             continue
         paced = _spacing(rules) if p.window_end is not None and not answer.paused else None
