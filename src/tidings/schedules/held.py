@@ -78,9 +78,6 @@ class WindowPlan:
         self._next[key] = at + spacing_ms
         return at
 
-    def planned_until(self, key: str) -> int | None:
-        return self._next.get(key)
-
 
 def _spacing(rules: Sequence[KeyRule]) -> tuple[str, int] | None:
     """The key of the slowest rate among `rules`, and the time between two of its
