@@ -293,7 +293,8 @@ async def _serve(first: dict[str, Any], out: IO[bytes]) -> None:
         dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock,
                                 _ForwardingNotifier(t.notifier, wire, passed), bridge,
                                 idle_poll_s=settings.poll_fallback_s,
-                                health=health, book=book)
+                                health=health, book=book,
+                                place=t.campaigns.limit_place)
         threading.Thread(target=_read_wakeups, args=(sys.stdin.buffer, t.notifier, stop_soon),
                          name="tidings-wakeups", daemon=True).start()
         # What was built so far lives as long as the process (node.freeze_startup_objects).

@@ -116,7 +116,8 @@ class Node:
             firing = self.dispatcher = Dispatcher(t.schedules, t.queues, t.store, t.clock,
                                                   t.notifier, self.bridge,
                                                   idle_poll_s=settings.poll_fallback_s,
-                                                  health=self.health, book=self.book)
+                                                  health=self.health, book=self.book,
+                                                  place=t.campaigns.limit_place)
         self.targets = Targets(t.queues, self.bridge, app.functions if app else {},
                                t.webhook_secret(),
                                email=EmailDelivery(t.email, self.bridge, settings),
@@ -130,7 +131,8 @@ class Node:
         self.schema_guard = SchemaGuard(t.store, self.bridge,
                                         warned_at_open=t.schema_status().database)
         self.pushers = Pushers(t.push, self.bridge, grace_s=settings.shutdown_grace_s,
-                               refresh_s=settings.poll_fallback_s, health=self.health)
+                               refresh_s=settings.poll_fallback_s, health=self.health,
+                               book=self.book)
         self.services += [self.book, firing, self.deliveries, self.heartbeat,
                           self.schema_guard, self.pushers]
         if settings.smtp_url:

@@ -326,9 +326,12 @@ class RemoteTidings(AbstractContextManager["RemoteTidings"]):
                          params=_given(**options), content=rows,
                          headers={"content-type": content_type})
 
-    def forecast(self, hours: int = 48, bucket_minutes: int = 1) -> dict[str, Any]:
-        return self._doc("GET", "/v1/forecast",
-                         params={"hours": hours, "bucket_minutes": bucket_minutes})
+    def forecast(self, hours: int = 48, bucket_minutes: int = 1,
+                 mean_duration_ms: int | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"hours": hours, "bucket_minutes": bucket_minutes}
+        if mean_duration_ms is not None:
+            params["mean_duration_ms"] = mean_duration_ms
+        return self._doc("GET", "/v1/forecast", params=params)
 
     # audit --------------------------------------------------------------------------------
 

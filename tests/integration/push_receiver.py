@@ -82,10 +82,13 @@ class Receiver:
 
 @contextmanager
 def running_pushers(t: Tidings, *, retry_base_s: float = 0.05,
-                    refresh_s: float = 60.0, grace_s: float = 2.0) -> Iterator[Pushers]:
+                    refresh_s: float = 60.0, grace_s: float = 2.0,
+                    limits_refresh_s: float | None = None) -> Iterator[Pushers]:
     """The node's push service over `t`, on its own event loop in a thread. Its fallback
     read of the subscriptions is a minute away: what the tests see of a subscription made,
-    changed or deleted while it runs comes from the store's wake-up."""
+    changed or deleted while it runs comes from the store's wake-up. `limits_refresh_s`:
+    how often its limit book reads while limits exist (a node's: every 0.5 s), for a test
+    that must see a change arrive by the wake-up alone."""
     bridge = Bridge.for_store(t.store)
     loop = asyncio.new_event_loop()
     made: list[Pushers] = []
@@ -97,6 +100,8 @@ def running_pushers(t: Tidings, *, retry_base_s: float = 0.05,
         async def go() -> None:
             pushers = Pushers(t.push, bridge, retries=Retries(retry_base_s, 1.0),
                               refresh_s=refresh_s, grace_s=grace_s)
+            if limits_refresh_s is not None:
+                pushers.book.refresh_s = pushers.book.fallback_s = limits_refresh_s
             made.append(pushers)
             ready.set()
             await pushers.run()

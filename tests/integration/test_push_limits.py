@@ -4,6 +4,7 @@ taking its subscription with it: real HTTP endpoints over loopback, on every bac
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -159,3 +160,38 @@ def test_migration_0020_removes_the_subscriptions_of_deleted_queues(t: Tidings) 
     with store.driver.auto() as conn:  # type: ignore[attr-defined]
         slots = conn.execute("SELECT subscription_id FROM push_slots").fetchall()
     assert {r[0] for r in slots} == {left.id}
+
+
+def pushed_within(receiver: Receiver, count: int, since: float) -> float:
+    """Seconds from `since` (monotonic) to the `count`th request."""
+    wait_until(lambda: len(receiver.requests) >= count, timeout_s=10,
+               what=f"push number {count}")
+    return receiver.requests[count - 1].at - since
+
+
+def test_a_limit_change_reaches_a_running_subscription_by_its_wake_up(t: Tidings) -> None:
+    """The pushers read the node's limit book, which the `limits` channel wakes: with its
+    own reads a minute apart (and the pusher's next look an hour away, its rate's), a
+    resumed key and a raised rate are obeyed within a second."""
+    receiver = Receiver()
+    t.queues.create_queue("jobs")
+    t.limits.pause("push:jobs", t.clock.now_ms() + LONG_S * 1000)
+    with running_server(receiver) as url:
+        t.queues.subscribe("jobs", url, concurrency=4)
+        t.queues.send("jobs", {"n": 0})
+        with running_pushers(t, limits_refresh_s=60.0) as pushers:
+            wait_until(lambda: len(pushers.pushers) == 1 and pushers.book.reads > 0,
+                       what="the pusher and its limits")
+            [(pusher, _)] = pushers.pushers.values()
+            wait_until(lambda: not pusher.changed.is_set(), what="the pusher held back")
+            assert receiver.requests == []
+            t.limits.set("push:jobs", rate="1/h")  # one now, the next in an hour
+            resumed = time.monotonic()
+            t.limits.resume("push:jobs")
+            assert pushed_within(receiver, 1, resumed) < 1.0
+            t.queues.send("jobs", {"n": 1})
+            wait_until(lambda: not pusher.changed.is_set(), what="the pusher waiting")
+            assert len(receiver.requests) == 1  # the rate holds the second back
+            raised = time.monotonic()
+            t.limits.set("push:jobs", rate="100/s")
+            assert pushed_within(receiver, 2, raised) < 1.0

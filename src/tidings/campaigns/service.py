@@ -23,7 +23,11 @@ from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 from tidings.campaigns.fanout import FanoutOptions, FanoutProgress, FanoutSummary, run_fanout
-from tidings.campaigns.limited import limited_keys, spread_by_rate
+from tidings.campaigns.limited import (
+    DEFAULT_MEAN_DURATION_MS,
+    forecast_limited,
+    spread_by_rate,
+)
 from tidings.clock import Clock
 from tidings.errors import ScheduleNotFound, ValidationError
 from tidings.model.campaigns import (
@@ -92,7 +96,8 @@ class Forecast:
     firings: dict[str, list[int]]  # by target kind, when they are due
     email_rate_per_s: float = 0.0
     email_sent: list[int] = field(default_factory=list)  # after the send rate, if any
-    #: Per limit key with a rate: when its firings start and drain (`LimitedKey.to_json`).
+    #: Per limit key with a rate, a concurrency or a pause: when its firings start and
+    #: drain (`LimitedKey.to_json`).
     limited: list[dict[str, Any]] = field(default_factory=list)
 
     def total(self, series: dict[str, list[int]]) -> list[int]:
@@ -211,8 +216,12 @@ class CampaignService:
                 out.append(RecipientStep(step.name, schedule_name, pending, deliveries))
         return out
 
-    def forecast(self, hours: int = 48, *, bucket_minutes: int = 1) -> Forecast:
+    def forecast(self, hours: int = 48, *, bucket_minutes: int = 1,
+                 mean_duration_ms: int = DEFAULT_MEAN_DURATION_MS) -> Forecast:
+        """`mean_duration_ms`: how long a start holds a concurrency slot, for the limited
+        keys' estimate (campaigns/limited.py)."""
         check_range("Hours", hours, 1, 24 * 31)
+        check_range("MeanDurationMs", mean_duration_ms, 1, 86_400_000)
         check_range("BucketMinutes", bucket_minutes, 1, 1440)
         bucket = bucket_minutes * 60_000
         start = self.clock.now_ms() // bucket * bucket
@@ -230,10 +239,8 @@ class CampaignService:
         sent: list[int] = []
         if self.email_rate_per_s > 0 and "email" in firings:
             sent = spread_by_rate(firings["email"], self.email_rate_per_s * bucket / 1000)
-        settings = {s.key: s for s in self.store.limit_settings()}
-        limited = [k.to_json() for k in limited_keys(
-            self.store.firing_counts_by_destination(start, end, bucket), settings,
-            start_ms=start, bucket_ms=bucket, buckets=n, place=self.limit_place)
-        ] if any(s.rate for s in settings.values()) else []
+        limited = [k.to_json() for k in forecast_limited(
+            self.store, self.limit_place, now_ms=self.clock.now_ms(), start_ms=start,
+            bucket_ms=bucket, buckets=n, mean_duration_ms=mean_duration_ms)]
         return Forecast(start, bucket, n, series(True), firings, self.email_rate_per_s, sent,
                         limited)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from tidings.campaigns.limited import LimitedKey, limited_keys
+from tidings.campaigns.limited import DEFAULT_MEAN_DURATION_MS, LimitedKey, forecast_limited
 from tidings.clock import Clock
 from tidings.errors import ScheduleNotFound, ValidationError
 from tidings.model.campaigns import recipient_key
@@ -73,18 +73,16 @@ class CampaignViews:
             counts[(at - start) // bucket_ms] += count
         return start, counts
 
-    def limited(self, name: str, hours: int = 6, bucket_ms: int = 60_000) -> list[LimitedKey]:
-        """The limit keys with a rate the campaign's firings count against, and when its
-        firings due within `hours` drain through each (campaigns/limited.py)."""
-        settings = {s.key: s for s in self.store.limit_settings() if s.rate is not None}
-        if not settings:
-            return []
+    def limited(self, name: str, hours: int = 6, bucket_ms: int = 60_000, *,
+                mean_duration_ms: int = DEFAULT_MEAN_DURATION_MS) -> list[LimitedKey]:
+        """The limit keys (with a rate, a concurrency or a pause) the campaign's firings
+        count against, and when its firings due within `hours` drain through each
+        (campaigns/limited.py)."""
         start = self.clock.now_ms() // bucket_ms * bucket_ms
-        n = hours * 3_600_000 // bucket_ms
-        counts = self.store.firing_counts_by_destination(start, start + n * bucket_ms,
-                                                         bucket_ms, group=name)
-        return limited_keys(counts, settings, start_ms=start, bucket_ms=bucket_ms, buckets=n,
-                            place=self.limit_place)
+        return forecast_limited(self.store, self.limit_place, now_ms=self.clock.now_ms(),
+                                start_ms=start, bucket_ms=bucket_ms,
+                                buckets=hours * 3_600_000 // bucket_ms, group=name,
+                                mean_duration_ms=mean_duration_ms)
 
     def recipient(self, name: str, recipient_id: str) -> RecipientSteps:
         if not recipient_id.strip():

@@ -326,16 +326,23 @@ def forecast(
                                             help="Also draw it into a PNG (needs matplotlib).")
                    ] = None,
     width: Annotated[int, typer.Option(help="Chart columns.")] = 96,
+    mean_duration: Annotated[float, typer.Option(
+        metavar="SECONDS", min=0.001, max=86_400.0,
+        help="How long each start holds a limit's concurrency slot, for the estimate of "
+             "when a key with a concurrency drains.")] = 1.0,
     db: DbOption = DEFAULT_DB, url: UrlOption = None, as_json: JsonOption = False,
 ) -> None:
-    """Planned firings per minute over the next hours: see spikes before they happen."""
+    """Planned firings per minute over the next hours: see spikes before they happen, and
+    when the firings a limit holds back (a rate, a concurrency, a pause) drain."""
     from tidings.cli.forecast_chart import render, write_png
 
     if per not in (None, "target"):
         raise typer.BadParameter("only --per target is supported", param_hint="--per")
+    duration_ms = max(round(mean_duration * 1000), 1)
     fc = Forecast(**on_node_or_db(
-        url, db, lambda node: node.forecast(hours, bucket),
-        lambda t: t.campaigns.forecast(hours, bucket_minutes=bucket).to_json()))
+        url, db, lambda node: node.forecast(hours, bucket, duration_ms),
+        lambda t: t.campaigns.forecast(hours, bucket_minutes=bucket,
+                                       mean_duration_ms=duration_ms).to_json()))
     if png:
         with errors_handled():
             write_png(fc, png, per_target=per == "target")

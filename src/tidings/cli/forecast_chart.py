@@ -61,7 +61,7 @@ def render(fc: Forecast, *, per_target: bool = False, width: int = 96) -> list[s
     if fc.email_sent:
         series.append((f"email sent at {fc.email_rate_per_s:g}/s", fc.email_sent))
     for limited in fc.limited:
-        series.append((f"{limited['key']} started at {limited['rate']}", limited["started"]))
+        series.append((f"{limited['key']} started ({held_by(limited)})", limited["started"]))
     top = max((max(s) for _, s in series if s), default=0)
     if top == 0:
         lines.append("nothing planned in this horizon")
@@ -78,10 +78,24 @@ def render(fc: Forecast, *, per_target: bool = False, width: int = 96) -> list[s
         lines.append("")
     for limited in fc.limited:
         drains = limited["drains_at_ms"]
-        lines.append(f"{limited['key']} ({limited['rate']}): {limited['firings']} firings, "
+        lines.append(f"{limited['key']} ({held_by(limited)}): {limited['firings']} firings, "
                      + (f"drained by {_clock(drains)} UTC" if drains is not None
                         else "not drained within the horizon"))
     return lines
+
+
+def held_by(limited: dict[str, Any]) -> str:
+    """What holds a limited key back, in words: its rate, its concurrency (with the
+    mean duration the estimate assumed), its pause."""
+    parts = []
+    if limited.get("rate"):
+        parts.append(f"rate {limited['rate']}")
+    if limited.get("concurrency") is not None:
+        duration = limited.get("mean_duration_ms") or 0
+        parts.append(f"concurrency {limited['concurrency']}, {duration / 1000:g} s each")
+    if limited.get("paused_until_ms") is not None:
+        parts.append(f"paused until {_clock(limited['paused_until_ms'])} UTC")
+    return "; ".join(parts) or "unlimited"
 
 
 def write_png(fc: Forecast, path: str, *, per_target: bool = False) -> None:

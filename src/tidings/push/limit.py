@@ -2,28 +2,31 @@
 shared by every node as every limit is.
 
 - A 429 or 503 with Retry-After pauses the key until then (`pause_limit`, extend: a later
-  pause stands), here at once and on the other nodes at their next read; the message
-  goes back uncounted: the endpoint asked for time, no attempt was spent. `tidings limit
-  resume push:<queue>` (or resuming the subscription) lifts it; a pause of the name
+  pause stands), here at once and on the other nodes as soon as their books read it; the
+  message goes back uncounted: the endpoint asked for time, no attempt was spent. `tidings
+  limit resume push:<queue>` (or resuming the subscription) lifts it; a pause of the name
   `push` holds every subscription back.
 - A limit set on the key (`tidings limit set push:jobs --concurrency 5 --rate 50/s`)
   lowers the subscription's own concurrency and rate, never raises them: the concurrency
   through the shared slots (`push/slots.py`), so it holds across nodes.
 
-The settings and pauses are read at most every `limits.book.REFRESH_S`, and only by a
-pusher with work: an idle node reads nothing for them."""
+The settings and pauses are the node's one `LimitBook`, the one its consumers and its
+dispatcher read, woken on the `limits` channel when anything changes anywhere: no second
+copy read on a timer (the pushers kept one, read every 0.5 s while they had work, before
+issue 33 was finished). A change that touches a subscription's key (`on_change`) wakes its
+pusher at once, so a raised limit or a lifted pause is obeyed within the wake-up's
+latency, not at the pusher's next look."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import time
+from collections.abc import Callable
 from typing import NamedTuple
 
-from tidings.clock import Clock
 from tidings.errors import TidingsError
-from tidings.limits.book import REFRESH_S, LimitBook
+from tidings.limits.book import LimitBook
 from tidings.model.push import Subscription
+from tidings.notify.base import LIMITS_CHANNEL, Notifier
 from tidings.runtime.bridge import Bridge
 from tidings.store.base import Store
 
@@ -48,22 +51,32 @@ class Allowed(NamedTuple):
 
 
 class PushLimits:
-    """The node's copy of the limits, shared by its pushers."""
+    """What the node's limit book says of its subscriptions, and the pauses their
+    endpoints ask for."""
 
-    def __init__(self, store: Store, clock: Clock, bridge: Bridge) -> None:
-        self.book = LimitBook(store, clock, bridge)  # read here, on demand (not run)
+    def __init__(self, book: LimitBook, store: Store, bridge: Bridge,
+                 notifier: Notifier) -> None:
+        self.book = book
         self.store = store
         self.bridge = bridge
-        self._read_at = -REFRESH_S
-        self._reading: asyncio.Future[None] | None = None
+        self.notifier = notifier
 
-    def stale(self) -> None:
-        """Read again before the next answer (a subscription changed: its resume may have
-        lifted a pause)."""
-        self._read_at = -REFRESH_S
+    def watch(self, wake: Callable[[str], None]) -> None:
+        """Have `wake(queue)` called, on the event loop, for each subscription whose key
+        (or the name `push`) a change touches: its setting, or a pause ended or cut short."""
 
-    async def allowed(self, queue: str, sub: Subscription) -> Allowed:
-        await self._fresh()
+        def changed(keys: set[str]) -> None:
+            if PUSH_LIMIT in keys:
+                wake("")  # the name's: every subscription
+                return
+            for key in keys:
+                name, _, queue = key.partition(":")
+                if name == PUSH_LIMIT and queue:
+                    wake(queue)
+
+        self.book.on_change.append(changed)
+
+    def allowed(self, queue: str, sub: Subscription) -> Allowed:
         book, key = self.book, limit_key(queue)
         paused = max(book.pauses.get(key, 0), book.pauses.get(PUSH_LIMIT, 0))
         setting = book.settings.get(key)
@@ -82,24 +95,7 @@ class PushLimits:
         self.book.paused(key, until)
         try:
             await self.bridge.run(self.store.pause_limit, key, until, extend=True)
+            self.notifier.notify(LIMITS_CHANNEL)  # (the SQLite file's other processes)
         except TidingsError as exc:
             log.warning("could not pause %s on the other nodes (this one waits): %s", key,
                         exc)
-
-    async def _fresh(self) -> None:
-        """One read for every pusher that asks while it is under way."""
-        if time.monotonic() - self._read_at < REFRESH_S:
-            return
-        if self._reading is None:
-            self._reading = asyncio.ensure_future(self._read())
-        reading = self._reading
-        await asyncio.shield(reading)
-
-    async def _read(self) -> None:
-        try:
-            await self.bridge.run(self.book.refresh)
-        except TidingsError as exc:
-            log.warning("cannot read the push limits (the last ones read stand): %s", exc)
-        finally:
-            self._read_at = time.monotonic()
-            self._reading = None

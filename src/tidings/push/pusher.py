@@ -134,10 +134,9 @@ class SubscriptionPusher:
         self._latency = metrics.LATENCY.labels(queue.name)
 
     def update(self, queue: QueueRecord, sub: Subscription) -> None:
-        """The subscription as last read (its limits are read again too: resuming it may
-        have lifted a pause)."""
+        """The subscription as last read (a pause its resume lifted reaches the node's
+        limit book on the `limits` channel, which wakes this pusher again)."""
         self.queue, self.sub = queue, sub
-        self.ctx.limits.stale()
         self.changed.set()
 
     def stop(self) -> None:
@@ -179,7 +178,7 @@ class SubscriptionPusher:
             counts = await ctx.bridge.run(ctx.store.queue_counts, queue.id, now)
             if not counts.visible:
                 return await self._pause()
-        allowed = await ctx.limits.allowed(queue.name, self.sub)
+        allowed = ctx.limits.allowed(queue.name, self.sub)
         if allowed.paused_until:
             await self._quiet()
             # looked at again within POLL_S: an operator may lift the pause

@@ -4,8 +4,10 @@ notifies it in the transaction that creates, changes or deletes one, on every no
 database), and at the latest every `TIDINGS_POLL_FALLBACK_S`, what a lost wake-up can
 cost; idle, it reads nothing in between. It keeps one `SubscriptionPusher` per active one (each
 its own task, so a slow endpoint holds back only its own queue), started, updated and
-stopped as they change. If a pusher dies of anything but the database being away, the
-service dies with it, and the node stops loudly."""
+stopped as they change. Their limits are the node's one `LimitBook` (`push/limit.py`);
+without one (a test's pushers) the service runs a book of its own. If a pusher dies of
+anything but the database being away, the service dies with it, and the node stops
+loudly."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import socket
 import uuid
 
 from tidings.errors import QueueNotFound, StoreUnavailable
+from tidings.limits.book import LimitBook
 from tidings.model.push import Subscription, SubscriptionState
 from tidings.notify.base import POLL_FALLBACK_S, SUBSCRIPTIONS_CHANNEL
 from tidings.push.limit import PushLimits
@@ -36,14 +39,21 @@ log = logging.getLogger("tidings.push")
 class Pushers:
     def __init__(self, push: PushService, bridge: Bridge, *, guard: WebhookGuard | None = None,
                  grace_s: float = 10.0, retries: Retries | None = None,
-                 refresh_s: float = POLL_FALLBACK_S, health: Health | None = None) -> None:
+                 refresh_s: float = POLL_FALLBACK_S, health: Health | None = None,
+                 book: LimitBook | None = None) -> None:
+        """`book`: the node's limit book, which the node runs (None: one of its own)."""
         queues = push.queues
+        self.own_book = book is None
+        self.book = book or LimitBook(push.store, push.clock, bridge, queues.notifier,
+                                      fallback_s=refresh_s)
+        limits = PushLimits(self.book, push.store, bridge, queues.notifier)
+        limits.watch(self._limits_changed)
         holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.ctx = PushContext(
             store=push.store, ops=queues.ops, clock=push.clock, bridge=bridge,
             notifier=queues.notifier, sender=PushSender(guard or push.guard),
             outcomes=Outcomes(push.store, bridge, queues.notifier), holder=holder,
-            retries=retries or Retries(), limits=PushLimits(push.store, push.clock, bridge),
+            retries=retries or Retries(), limits=limits,
             health=health)
         self.push = push
         self.grace_s = grace_s
@@ -54,12 +64,16 @@ class Pushers:
 
     async def run(self) -> None:
         backoff = Backoff(health=self.health, component="pushers")
+        book = (asyncio.create_task(self.book.run(), name="push limits")
+                if self.own_book else None)
         try:
             notifier = self.ctx.notifier
             while not self._stopping.is_set():
                 # Taken before the read: a change committed after it wakes the wait below.
                 seen = notifier.version(SUBSCRIPTIONS_CHANNEL)
                 try:
+                    if not self.book.reads:  # the first pushes already see the limits
+                        await self.ctx.bridge.run(self.book.refresh)
                     await self.refresh()
                     backoff.reset()
                 except StoreUnavailable as exc:
@@ -71,6 +85,9 @@ class Pushers:
                 await first_of(notifier.wait(SUBSCRIPTIONS_CHANNEL, seen, self.refresh_s),
                                self._stopping.wait())
         finally:
+            if book is not None:
+                self.book.stop()
+                await book
             for pusher, _ in self.pushers.values():
                 pusher.stop()
             await asyncio.gather(*(t for _, t in self.pushers.values()),
@@ -98,6 +115,13 @@ class Pushers:
             pusher = SubscriptionPusher(queue, sub, self.ctx)
             task = asyncio.create_task(pusher.run(self.grace_s), name=f"pusher {queue.name}")
             self.pushers[sub_id] = (pusher, task)
+
+    def _limits_changed(self, queue: str) -> None:
+        """A change of `push:<queue>`'s limit (of every queue's, for ""): its pusher looks
+        again now."""
+        for pusher, _ in self.pushers.values():
+            if not queue or pusher.queue.name == queue:
+                pusher.changed.set()
 
     def stop(self) -> None:
         self._stopping.set()

@@ -124,6 +124,11 @@ LIMIT_HELD_FIRINGS = Counter("tidings_limit_held_firings",
                              "occurrence left due for later, a delivery sent back to wait in "
                              "its queue (neither counts as an attempt)", ["kind"],
                              registry=REGISTRY)
+LIMIT_PAST_WINDOW = Counter("tidings_limit_past_window_firings",
+                            "Firings of a schedule with a flexible window that a limit's rate "
+                            "made start at or after the window's end (more were due than the "
+                            "window holds at that rate), by target kind", ["kind"],
+                            registry=REGISTRY)
 
 
 def by_label(metric: Gauge | Counter, label: str) -> dict[str, float]:
@@ -144,7 +149,8 @@ DISPATCHER_STARTS = Counter("tidings_dispatcher_process_starts",
 _FORWARDED: dict[str, Counter] = {
     "tidings_schedule_firings": FIRED, "tidings_schedule_skipped": SKIPPED,
     "tidings_deliveries": DELIVERED, "tidings_delivery_failures": FAILED,
-    "tidings_dead_lettered": DEAD_LETTERED, "tidings_limit_held_firings": LIMIT_HELD_FIRINGS}
+    "tidings_dead_lettered": DEAD_LETTERED, "tidings_limit_held_firings": LIMIT_HELD_FIRINGS,
+    "tidings_limit_past_window_firings": LIMIT_PAST_WINDOW}
 _LATENESS_KEY = "tidings_firing_lateness_seconds"
 
 Snapshot = dict[str, Any]

@@ -20,9 +20,12 @@ only its latest missed occurrence, and only if it is younger than its maximum ev
 
 Limits (issue 33): a firing into a queue whose key (`queue:<name>`) a limit or a pause
 holds asks the store for a start, in one acquisition per pass; one refused keeps its
-occurrence and is due again when the key should have room (at most HELD_RECHECK_MS later,
-so a resume is seen), not fired, not counted as an attempt, counted in
-`tidings_limit_held_firings`. Other kinds are held as deliveries, in their queue.
+occurrence and is due again later (`schedules/held.py`: when the key should have room, or,
+for a schedule with a flexible window, at the next start the pass's `WindowPlan` has free
+for the key's rate, so a burst is spread over its window), not fired, not counted as an
+attempt, counted in `tidings_limit_held_firings`. Other kinds are held as deliveries, in
+their queue; with a flexible window, a delivery into a key with a rate is written to
+become visible at the plan's next start for the key (`held.pace_deliveries`).
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from tidings.clock import Clock
 from tidings.errors import QueueNotFound, StoreUnavailable, ValidationError
@@ -50,13 +53,13 @@ from tidings.runtime.bridge import Bridge
 from tidings.runtime.health import Health
 from tidings.runtime.waits import first_of
 from tidings.schedules.firing_log import Outcome, outcome_row
+from tidings.schedules.held import NO_PLACE, Planned, WindowPlan, hold_limited, pace_deliveries
 from tidings.schedules.service import (
     ScheduleService,
     flex_offset_ms,
     schedule_trigger,
 )
 from tidings.store.base import Firing, FiringOutcome, Store, TargetMessage
-from tidings.store.contract.limits import KeyRule, LimitClaim
 from tidings.targets.base import LimitPlace, Target
 from tidings.targets.deadletter import dead_letter_attributes
 from tidings.targets.registry import target_of
@@ -80,21 +83,6 @@ WARM_SPAN_MS = 2_000
 WARM_CHUNK = 500
 WARM_MAX = 50_000
 DELIVERED = Outcome.DELIVERED.value
-#: A firing a limit held back is due again when its key should have room, but at most
-#: this much later: a pause resumed early (or a limit raised) is seen by then.
-HELD_RECHECK_MS = 5_000
-NO_PLACE = LimitPlace()
-
-
-class _Planned(NamedTuple):
-    """A pass's plan for one schedule: its firing, and what the dispatcher counts of it
-    once the firing is durable."""
-
-    firing: Firing
-    due: int  # when the fired occurrence was due (its flexible offset included)
-    in_target: bool  # delivered by the firing itself (written into its target queue)
-    held: bool = False  # a limit held it back: its occurrence is due again later
-
 
 @dataclass
 class _Batch:
@@ -108,8 +96,10 @@ class Dispatcher:
     def __init__(self, schedules: ScheduleService, queues: QueueService, store: Store,
                  clock: Clock, notifier: Notifier, bridge: Bridge, *, batch: int = 1000,
                  claim_ms: int = 10_000, idle_poll_s: float = IDLE_POLL_S,
-                 health: Health | None = None, book: LimitBook | None = None) -> None:
-        """`book`: the node's limits, for queue targets (None: none apply)."""
+                 health: Health | None = None, book: LimitBook | None = None,
+                 place: LimitPlace = NO_PLACE) -> None:
+        """`book`: the node's limits, for queue targets and the flexible windows of the
+        others (None: none apply); `place`: where this node delivers (its SMTP relay)."""
         self.schedules = schedules
         self.queues = queues
         self.store = store
@@ -121,6 +111,8 @@ class Dispatcher:
         self.idle_poll_s = idle_poll_s
         self.health = health
         self.book = book
+        self.place = place
+        self.window_plan = WindowPlan()  # flexible windows spread to fit a limit's rate
         # A burst starts with a small batch, so its earliest firings are committed (and
         # their handlers start) within milliseconds of the due instant; the batch then
         # doubles while the burst lasts, up to `batch`, for throughput.
@@ -210,7 +202,10 @@ class Dispatcher:
             batch = _Batch(now, {})
             planned = [self._plan(s, batch) for s in claimed]
             if self.book is not None and "queue" in self.book.names:
-                self._hold_limited(claimed, planned, now)
+                hold_limited(self.book, self.store, self.window_plan, claimed, planned, now)
+            if self.book is not None and self.book.names - {"queue"}:
+                pace_deliveries(self.book, self.window_plan, self.place, claimed, planned,
+                                now)
             held = firing_pass.complete([p.firing for p in planned], self.clock.now_ms())
         committed = self.clock.now_ms()  # lateness counts until the firing is durable
         lateness: list[int] = []
@@ -218,8 +213,9 @@ class Dispatcher:
         fired_by_kind: dict[str, int] = {}
         in_target_by_kind: dict[str, int] = {}
         skipped = held_back = 0
-        for (firing, due, delivered, limited), schedule, ok in zip(planned, claimed, held,
-                                                                   strict=True):
+        past_window: dict[str, int] = {}
+        for (firing, due, delivered, limited, _, past), schedule, ok in zip(
+                planned, claimed, held, strict=True):
             if not ok:
                 log.warning("schedule %s/%s changed or fired elsewhere while this pass planned "
                             "it; this pass did not fire it",
@@ -231,6 +227,8 @@ class Dispatcher:
                 if delivered:
                     in_target_by_kind[kind] = in_target_by_kind.get(kind, 0) + 1
                 lateness.append(committed - due)
+                if past:
+                    past_window[kind] = past_window.get(kind, 0) + 1
                 for m in firing.messages:
                     touched.add(m.queue_id)
             elif limited:
@@ -239,6 +237,8 @@ class Dispatcher:
                 skipped += 1
         if held_back:
             metrics.LIMIT_HELD_FIRINGS.labels("queue").inc(held_back)
+        for kind, count in past_window.items():
+            metrics.LIMIT_PAST_WINDOW.labels(kind).inc(count)
         metrics.LATENESS.observe_many([max(late, 0) / 1000 for late in lateness])
         for kind, count in fired_by_kind.items():  # one increment per batch, not per firing
             metrics.FIRED.labels(kind).inc(count)
@@ -254,40 +254,6 @@ class Dispatcher:
             self.on_fired(lateness)
         return len(claimed)
 
-    def _hold_limited(self, claimed: Sequence[Schedule], planned: list[_Planned],
-                      now: int) -> None:
-        """Firings into a queue a limit holds: one acquisition for the pass, in due order;
-        a refused one is replanned to keep its occurrence, due when its key has room."""
-        book = self.book
-        assert book is not None
-        claims: list[LimitClaim] = []
-        which: list[int] = []
-        for i, (s, p) in enumerate(zip(claimed, planned, strict=True)):
-            if not p.in_target:
-                continue
-            target = s.spec.target
-            rules = []
-            for name, value in target_of(target).limit_keys(target, None, NO_PLACE,
-                                                            book.names).items():
-                rule = book.rule(f"{name}:{value}", name)
-                if rule is not None:  # (a write holds no slot: only rates and pauses)
-                    rules.append(KeyRule(rule.key, rule.rate, rule.burst, None, rule.name))
-            if rules:
-                claims.append(LimitClaim(f"firing:{s.id}:{p.firing.occurrence}",
-                                         tuple(rules), now))
-                which.append(i)
-        if not claims:
-            return
-        answers = self.store.acquire_limits(claims, now)
-        for i, answer in zip(which, answers, strict=True):
-            if answer.granted:
-                continue
-            p = planned[i]
-            occurrence = p.firing.occurrence
-            planned[i] = _Planned(Firing(p.firing.schedule_id, occurrence, occurrence,
-                                         min(answer.retry_at, now + HELD_RECHECK_MS),
-                                         False, False), p.due, False, held=True)
-
     def _queue(self, batch: _Batch, name: str) -> QueueRecord | None:
         if name not in batch.queues:
             try:
@@ -296,7 +262,7 @@ class Dispatcher:
                 batch.queues[name] = None
         return batch.queues[name]
 
-    def _plan(self, s: Schedule, batch: _Batch) -> _Planned:
+    def _plan(self, s: Schedule, batch: _Batch) -> Planned:
         spec, now = s.spec, batch.now
         occurrence = s.next_fire_at
         assert occurrence is not None  # a claimed row has one (CHECK constraint)
@@ -344,7 +310,8 @@ class Dispatcher:
                                   else Outcome.DROPPED, 1, batch.refused[s.id])
         firing = Firing(s.id, occurrence, nxt, None if nxt is None else due_of(nxt), delete,
                         fired, messages, outcome)
-        return _Planned(firing, due_of(fire_at), in_target)
+        return Planned(firing, due_of(fire_at), in_target,
+                       window_end=None if window is None else fire_at + window * 60_000)
 
     def _context(self, s: Schedule, fire_at: int) -> FiringContext:
         spec = s.spec

@@ -259,3 +259,11 @@ class SqlSchedules(SqlBase):
                 "group": group, "bucket": bucket_ms, "lo": start_ms, "hi": end_ms}))
         return [(int(bucket) * bucket_ms, str(kind), str(dest or ""), int(n))
                 for bucket, kind, dest, n in found]
+
+    def firing_inputs(self, start_ms: int, end_ms: int, bucket_ms: int, *, kind: str,
+                      group: str | None = None) -> list[tuple[int, str, int]]:
+        found: list[Any] = self._all("firings_by_due_input", {
+            "kind": kind, "group": group, "bucket": bucket_ms, "lo": start_ms,
+            "hi": end_ms})
+        return [(int(bucket) * bucket_ms, str(text), int(n)) for bucket, text, n in found
+                if text is not None]

@@ -186,6 +186,9 @@ class Target(Protocol):
     checks_input: ClassVar[bool]
     #: Each delivery has a row in the email delivery log (the console lists them).
     logs_deliveries: ClassVar[bool]
+    #: The limit names whose key it reads from each firing's input (email: the first
+    #: recipient's domain), not from its destination: the forecast reads those inputs.
+    input_limits: ClassVar[tuple[str, ...]]
     #: Made from plain fields (kind, destination, input) by the native API and the CLI;
     #: email targets are made from a SendEmail document by the email service instead.
     native_fields: ClassVar[bool]

@@ -89,6 +89,7 @@ class EmailTarget:
     #: there (it is never failed) until such a node takes it.
     delivery_queue: ClassVar[str] = EMAIL_QUEUE
     checks_input: ClassVar[bool] = True
+    input_limits: ClassVar[tuple[str, ...]] = (EMAIL_DOMAIN_LIMIT,)
     logs_deliveries: ClassVar[bool] = True
     native_fields: ClassVar[bool] = False
 

@@ -32,6 +32,7 @@ class QueueTarget:
     writes_queue: ClassVar[bool] = True
     delivery_queue: ClassVar[str] = DELIVERY_QUEUE
     checks_input: ClassVar[bool] = False
+    input_limits: ClassVar[tuple[str, ...]] = ()
     logs_deliveries: ClassVar[bool] = False
     native_fields: ClassVar[bool] = True
 

@@ -28,6 +28,7 @@ class WebhookTarget:
     writes_queue: ClassVar[bool] = False
     delivery_queue: ClassVar[str] = DELIVERY_QUEUE
     checks_input: ClassVar[bool] = False
+    input_limits: ClassVar[tuple[str, ...]] = ()
     logs_deliveries: ClassVar[bool] = False
     native_fields: ClassVar[bool] = True
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, StringConstraints
 from tidings.campaigns.fanout import FanoutOptions
 from tidings.campaigns.fanout_source import Columns
 from tidings.campaigns.fanout_timing import parse_date, parse_step
+from tidings.campaigns.limited import DEFAULT_MEAN_DURATION_MS
 from tidings.campaigns.service import CampaignService, CampaignView
 from tidings.errors import NotFoundError
 from tidings.server.native.campaign_views import campaign_json, recipient_json
@@ -30,6 +31,7 @@ from tidings.server.native.rules import (
     ContactListName,
     DateText,
     ForecastHours,
+    MeanDurationMs,
     PageOf1000,
     QuietHours,
     ScheduleName,
@@ -203,10 +205,17 @@ async def fanout(
 
 class LimitedOut(BaseModel):
     key: str = Field(description="A limit key some firings count against "
-                     "(`queue:<name>`, `webhook:<host>`, `function:<name>`, `smtp:<relay>`).")
-    rate: str = Field(description="Its rate, e.g. `50/s`.")
+                     "(`queue:<name>`, `webhook:<host>`, `function:<name>`, `smtp:<relay>`, "
+                     "`email-domain:<domain>`).")
+    rate: str | None = Field(description="Its rate, e.g. `50/s` (null: none).")
+    concurrency: int | None = Field(description="Its concurrency (null: none).")
+    paused_until_ms: int | None = Field(description="Paused until then (epoch ms): nothing "
+                                        "starts before; null: not paused.")
+    mean_duration_ms: int | None = Field(description="How long the estimate assumed each "
+                                         "start holds a concurrency slot; null: no "
+                                         "concurrency counted.")
     firings: int = Field(description="Firings due within the horizon that count against it.")
-    started: list[int] = Field(description="Per bucket: how many its rate lets start.")
+    started: list[int] = Field(description="Per bucket: how many the key lets start.")
     drains_at_ms: int | None = Field(description="The end of the bucket in which the last "
                                      "one starts (epoch ms); null: after the horizon.")
 
@@ -220,14 +229,17 @@ class ForecastOut(BaseModel):
                                           "flexible windows).")
     email_rate_per_s: float
     email_sent: list[int]
-    limited: list[LimitedOut] = Field(description="Per limit key with a rate: when its "
-                                      "firings start and drain.")
+    limited: list[LimitedOut] = Field(description="Per limit key with a rate, a "
+                                      "concurrency or a pause: when its firings start and "
+                                      "drain.")
 
 
 @router.get("/forecast", summary="Planned firings per minute over a horizon",
             response_model=ForecastOut)
 async def forecast(ctx: Ctx, hours: ForecastHours = 48,
-                   bucket_minutes: BucketMinutes = 1) -> dict[str, Any]:
+                   bucket_minutes: BucketMinutes = 1,
+                   mean_duration_ms: MeanDurationMs = DEFAULT_MEAN_DURATION_MS
+                   ) -> dict[str, Any]:
     fc = await ctx.bridge.run(lambda: ctx.t.campaigns.forecast(
-        hours, bucket_minutes=bucket_minutes))
+        hours, bucket_minutes=bucket_minutes, mean_duration_ms=mean_duration_ms))
     return fc.to_json()

@@ -201,6 +201,9 @@ SuppressionReasonName = Annotated[SuppressionReason, Strict(False)]  # by value,
 #: The load forecast: a horizon of up to 31 days, in buckets of up to a day.
 ForecastHours = Annotated[int, Field(ge=1, le=24 * 31)]
 BucketMinutes = Annotated[int, Field(ge=1, le=1440)]
+#: How long the forecast assumes a start holds a concurrency slot (at most a day).
+MeanDurationMs = Annotated[int, Field(ge=1, le=86_400_000, description=(
+    "How long the forecast assumes each start holds a limit's concurrency slot, in ms."))]
 
 
 def _given(name: str) -> dict[str, Any]:

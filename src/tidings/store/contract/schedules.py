@@ -173,3 +173,10 @@ class ScheduleStore(Protocol):
         [start, end) (of one group, if given), by due_at: what the forecast counts against
         limit keys."""
         ...
+
+    def firing_inputs(self, start_ms: int, end_ms: int, bucket_ms: int, *, kind: str,
+                      group: str | None = None) -> list[tuple[int, str, int]]:
+        """(bucket start, input text, count) of enabled schedules with a target of `kind`
+        due in [start, end) (of one group, if given), by due_at: the forecast reads the
+        limit keys a target takes from its input (an email's first recipient's domain)."""
+        ...

@@ -619,6 +619,14 @@ SELECT due_at / %(bucket)s, target::json ->> 'kind', target::json ->> 'destinati
 FROM schedules WHERE group_name = %(group)s AND due_at >= %(lo)s AND due_at < %(hi)s
 GROUP BY 1, 2, 3;
 
+-- name: firings_by_due_input
+-- The forecast's keys read from inputs (a recipient's domain): due firings of one kind
+-- per bucket and input text (of one group when %(group)s is not null); the key is read in Python.
+SELECT due_at / %(bucket)s, target::json ->> 'input', COUNT(*) FROM schedules
+WHERE due_at >= %(lo)s AND due_at < %(hi)s AND target::json ->> 'kind' = %(kind)s
+    AND (%(group)s::text IS NULL OR group_name = %(group)s)
+GROUP BY 1, 2;
+
 -- name: firings_by_occurrence
 SELECT next_fire_at / %s, target::json ->> 'kind', COUNT(*) FROM schedules
 WHERE due_at IS NOT NULL AND next_fire_at >= %s AND next_fire_at < %s GROUP BY 1, 2;

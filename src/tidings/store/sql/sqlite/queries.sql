@@ -497,6 +497,14 @@ SELECT due_at / :bucket, json_extract(target, '$.kind'),
     json_extract(target, '$.destination'), COUNT(*) FROM schedules
 WHERE group_name = :group AND due_at >= :lo AND due_at < :hi GROUP BY 1, 2, 3;
 
+-- name: firings_by_due_input
+-- The forecast's keys read from inputs (a recipient's domain): due firings of one kind
+-- per bucket and input text (of one group when :group is not null); the key is read in Python.
+SELECT due_at / :bucket, json_extract(target, '$.input'), COUNT(*) FROM schedules
+WHERE due_at >= :lo AND due_at < :hi AND json_extract(target, '$.kind') = :kind
+    AND (:group IS NULL OR group_name = :group)
+GROUP BY 1, 2;
+
 -- name: firings_by_occurrence
 SELECT next_fire_at / ?, json_extract(target, '$.kind'), COUNT(*) FROM schedules
 WHERE due_at IS NOT NULL AND next_fire_at >= ? AND next_fire_at < ? GROUP BY 1, 2;
