@@ -60,12 +60,17 @@ def test_a_limited_queue_burst_drains_at_its_rate(t: Tidings) -> None:
     assert slow["drains_at_ms"] is None
 
 
-def test_a_campaigns_page_shows_when_its_mail_drains_through_the_relay(t: Tidings) -> None:
+def _spring_campaign(t: Tidings) -> None:
+    """40 welcome mails to example.com, all due at 09:00 UTC on 1 March 2027."""
     t.email.create_template("welcome", "Welcome", text="Hi")
     rows = "id,email,timezone\n" + "".join(f"r{i},u{i}@example.com,UTC\n" for i in range(40))
     t.campaigns.fanout(io.BytesIO(rows.encode()), FanoutOptions(
         campaign="spring", template="welcome", sender="news@example.com",
         steps=(Step("only", 0),), on=date(2027, 3, 1), local_time="09:00"))
+
+
+def test_a_campaigns_page_shows_when_its_mail_drains_through_the_relay(t: Tidings) -> None:
+    _spring_campaign(t)
     assert t.campaign_views.limited("spring") == []
     t.limits.set("smtp", rate="10/min")  # each relay: this node's is relay.example
     [relay] = t.campaign_views.limited("spring")
@@ -160,11 +165,7 @@ def test_nothing_drains_before_a_pause_ends(t: Tidings) -> None:
 
 
 def test_a_campaigns_page_shows_a_paused_domain(t: Tidings) -> None:
-    t.email.create_template("welcome", "Welcome", text="Hi")
-    rows = "id,email,timezone\n" + "".join(f"r{i},u{i}@example.com,UTC\n" for i in range(40))
-    t.campaigns.fanout(io.BytesIO(rows.encode()), FanoutOptions(
-        campaign="spring", template="welcome", sender="news@example.com",
-        steps=(Step("only", 0),), on=date(2027, 3, 1), local_time="09:00"))
+    _spring_campaign(t)
     t.limits.pause("email-domain:example.com", utc("2027-03-01T09:10"))
     [domain] = t.campaign_views.limited("spring")
     assert (domain.key, domain.firings) == ("email-domain:example.com", 40)
