@@ -126,3 +126,9 @@ def wait_until(check: Callable[[], bool], timeout_s: float = 30.0, what: str = "
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what or check}")
         time.sleep(0.01)
+
+
+def empty(t: Tidings, queue: str) -> bool:
+    """Nothing left in `queue`: neither visible, nor in flight, nor delayed."""
+    counts = t.queues.describe(queue).counts
+    return counts.visible + counts.in_flight + counts.delayed == 0

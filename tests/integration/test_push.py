@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from push_receiver import Answer, Pushed, Receiver, running_pushers, wait_until
+from push_receiver import Answer, Pushed, Receiver, empty, running_pushers, wait_until
 from serving import running_server
 from standardwebhooks import Webhook
 
@@ -27,11 +27,6 @@ from tidings.settings import Settings
 def t(db_url: str) -> Iterator[Tidings]:
     with Tidings(settings=Settings(db=db_url)) as client:
         yield client
-
-
-def empty(t: Tidings, queue: str) -> bool:
-    counts = t.queues.describe(queue).counts
-    return counts.visible + counts.in_flight + counts.delayed == 0
 
 
 def test_pushes_are_signed_as_standard_webhooks_sign(t: Tidings) -> None:

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from push_receiver import Answer, Pushed, Receiver, running_pushers, wait_until
+from push_receiver import Answer, Pushed, Receiver, empty, running_pushers, wait_until
 from serving import running_server
 
 from tidings.client import Tidings
@@ -26,11 +26,6 @@ LONG_S = 600
 def t(db_url: str) -> Iterator[Tidings]:
     with Tidings(settings=Settings(db=db_url)) as client:
         yield client
-
-
-def empty(t: Tidings, queue: str) -> bool:
-    counts = t.queues.describe(queue).counts
-    return counts.visible + counts.in_flight + counts.delayed == 0
 
 
 def paused_until(t: Tidings, key: str) -> int | None:
