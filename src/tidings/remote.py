@@ -25,8 +25,6 @@ from contextlib import AbstractContextManager
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from tidings.errors import TidingsError, ValidationError
 from tidings.settings import Settings
 
@@ -48,6 +46,8 @@ class RemoteTidings(AbstractContextManager["RemoteTidings"]):
         if not s.url:
             raise ValidationError("url", "the remote node's URL is needed (--url or "
                                   "TIDINGS_URL), e.g. https://queue.example.com:9324")
+        import httpx  # here: every CLI command imports this module, a node's too
+
         headers = {"Authorization": f"Bearer {s.token}"} if s.token else {}
         self.url = s.url.rstrip("/")
         self._http = httpx.Client(base_url=self.url, headers=headers,
@@ -58,6 +58,8 @@ class RemoteTidings(AbstractContextManager["RemoteTidings"]):
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         """Any native API call (`/v1/…`); the decoded JSON answer, None for a 204."""
+        import httpx
+
         try:
             r = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:

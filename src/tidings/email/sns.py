@@ -29,12 +29,13 @@ import binascii
 import re
 import ssl
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from tidings.errors import Forbidden, TidingsError
+
+if TYPE_CHECKING:
+    import httpx
 
 #: The hosts SNS signs from and sends confirmation links on (host, or host:port, matched
 #: whole): every commercial region, and China's.
@@ -78,6 +79,8 @@ class SnsVerifier:
         return str(url)
 
     def _client(self) -> httpx.AsyncClient:
+        import httpx  # here: only a node verifying SNS fetches (httpx costs every process MBs)
+
         verify: ssl.SSLContext | bool = True
         if self.ca_file:
             verify = ssl.create_default_context(cafile=self.ca_file)
@@ -85,6 +88,8 @@ class SnsVerifier:
                                  follow_redirects=False)
 
     async def _fetch(self, url: str) -> bytes:
+        import httpx
+
         try:
             async with self._client() as client:
                 response = await client.get(url)

@@ -22,16 +22,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from tidings.model.firings import FiringContext, scheduled_time_text
 from tidings.model.limits import retry_after_ms
 from tidings.model.schedules import Target
 from tidings.targets.base import DeliveryError
 from tidings.targets.guard import WebhookGuard
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_TIMEOUT_S = 10.0
 #: A Retry-After longer than this is taken as this (`tidings.RetryAfter`'s own bound).
@@ -47,7 +48,9 @@ class WebhookSender:
     def __init__(self, default_secret: bytes, guard: WebhookGuard | None = None) -> None:
         self.default_secret = default_secret
         self.guard = guard or WebhookGuard(enabled=False)
-        self._client = httpx.AsyncClient(follow_redirects=False)
+        # Made at the first webhook: httpx (with the CLI it imports, rich and click) is
+        # ~20 MB of every process's memory, which a node that sends no webhook saves.
+        self._client: httpx.AsyncClient | None = None
 
     async def send(self, target: Target, body: str, ctx: FiringContext, attempt: int) -> int:
         secret = target.options.get("secret")
@@ -73,6 +76,10 @@ class WebhookSender:
             headers["host"] = urlsplit(target.destination).netloc.rsplit("@", 1)[-1]
             if plan.tls:
                 extensions["sni_hostname"] = plan.host
+        import httpx
+
+        if self._client is None:
+            self._client = httpx.AsyncClient(follow_redirects=False)
         try:
             response = await self._client.post(url, content=payload, headers=headers,
                                                timeout=timeout, extensions=extensions)
@@ -92,4 +99,5 @@ class WebhookSender:
                             retryable=retryable, retry_after_s=pushback)
 
     async def close(self) -> None:
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
