@@ -267,7 +267,10 @@ class RelayPool:
         self._idle += 1
         self._wake.clear()
         try:
-            await asyncio.wait_for(self._wake.wait(), self.idle_s)
+            # (asyncio.timeout, not wait_for: no task made per wait, and a busy session
+            # waits here after every round)
+            async with asyncio.timeout(self.idle_s):
+                await self._wake.wait()
             return True
         except TimeoutError:
             return False
