@@ -270,6 +270,30 @@ def test_a_final_delivery_written_twice_keeps_the_first_outcome(store: Store) ->
         store.update_delivery("d-1", DeliveryState.SENT, DeliveryState.QUEUED, None, 2, NOW)
 
 
+def test_a_batch_of_outcomes_inserts_new_rows_and_moves_queued_ones(store: Store) -> None:
+    """One group commit holding new deliveries, a retry whose row is QUEUED already, a
+    final row written again and an id twice: every row gets its own answer, and each
+    new row its recipient rows (the delivery log is searched by recipient)."""
+    from dataclasses import replace
+
+    assert store.insert_delivery(_delivery())  # d-1: QUEUED by an earlier attempt
+    done = replace(_delivery(DeliveryState.SENT), id="d-3", recipients=("c@x.org",))
+    assert store.record_deliveries([done]) == [True]
+    new = replace(_delivery(DeliveryState.SENT), id="d-2",
+                  recipients=("B2@x.org", "c2@x.org"))
+    bounced = replace(_delivery(DeliveryState.BOUNCED), id="d-4", recipients=("d@x.org",))
+    again = replace(bounced, state=DeliveryState.SENT)
+    assert store.record_deliveries([
+        new, _delivery(DeliveryState.SENT), replace(done, state=DeliveryState.FAILED),
+        bounced, again]) == [True, True, False, True, False]
+    states = {d: store.get_delivery(d) for d in ("d-1", "d-2", "d-3", "d-4")}
+    assert {d: r.state if r else None for d, r in states.items()} == {
+        "d-1": DeliveryState.SENT, "d-2": DeliveryState.SENT, "d-3": DeliveryState.SENT,
+        "d-4": DeliveryState.BOUNCED}
+    assert [d.id for d in store.list_deliveries("b2@x.org", None, None, 10)] == ["d-2"]
+    assert [d.id for d in store.list_deliveries("d@x.org", None, None, 10)] == ["d-4"]
+
+
 def test_a_stale_move_task_cannot_finish_a_cancelled_task(store: Store) -> None:
     dlq = store.create_queue("mt-dlq", QueueAttributes.build(), NOW)
     store.create_move_task(MoveTask("h-1", dlq.id, None, 10, MoveTaskStatus.RUNNING, 0, 5, NOW))

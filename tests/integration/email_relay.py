@@ -3,7 +3,10 @@
 It records every accepted message, answers MAIL and DATA from scripts (e.g. "451 …"
 twice, then 250), refuses chosen recipients at RCPT, counts simultaneous sessions, and
 offers PIPELINING when asked (aiosmtpd reads commands one after another from the stream,
-so it serves a pipelining client correctly; it just does not say so by default).
+so it serves a pipelining client correctly; it just does not say so by default), and
+CHUNKING when asked: aiosmtpd has no BDAT, so `_CountingSMTP` adds one (RFC 3030: the
+chunk's size, its bytes as they are, LAST ends the message; a chunk without MAIL and RCPT
+is read and refused, and the transaction ends).
 """
 
 from __future__ import annotations
@@ -42,12 +45,17 @@ class Relay:
     data_replies: list[str] = field(default_factory=list)  # consumed one per DATA
     mail_replies: list[str] = field(default_factory=list)  # consumed one per MAIL
     pipelining: bool = False
+    chunking: bool = False
+    bdat_messages: int = 0  # messages that came in BDAT chunks
     refuse_rcpt: dict[str, str] = field(default_factory=dict)  # address → reply
     #: domain → replies, consumed one per RCPT to the domain (then 250)
     rcpt_replies: dict[str, list[str]] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
     data_delay_s: float = 0.0  # a slow relay, so concurrent sessions pile up
     data_attempts: int = 0
+    #: the relay drops the connection, unanswered, when the content of this DATA (or
+    #: BDAT) call (1-based) has arrived: a session lost in the middle of a flow
+    drop_at_data: int | None = None
     sessions: int = 0
     peak_sessions: int = 0
     total_sessions: int = 0
@@ -58,6 +66,8 @@ class Relay:
         session.host_name = hostname
         if self.pipelining:
             responses.insert(-1, "250-PIPELINING")
+        if self.chunking:
+            responses.insert(-1, "250-CHUNKING")
         return responses
 
     async def handle_MAIL(self, server: SMTP, session: Session, envelope: Envelope,
@@ -87,6 +97,10 @@ class Relay:
             await asyncio.sleep(self.data_delay_s)
         with self.lock:
             self.data_attempts += 1
+            if self.data_attempts == self.drop_at_data:
+                assert server.transport is not None
+                server.transport.abort()
+                return "421 4.3.2 dropped"  # never reaches the client
             if self.data_replies:
                 return self.data_replies.pop(0)
             assert isinstance(envelope.content, bytes)
@@ -114,6 +128,31 @@ class _CountingSMTP(SMTP):
     def connection_lost(self, error: Exception | None) -> None:
         self.event_handler.closed()
         super().connection_lost(error)
+
+    async def smtp_BDAT(self, arg: str | None) -> None:
+        words = (arg or "").split()
+        if not self.event_handler.chunking or not words or not words[0].isdigit() or \
+                len(words) > 2 or (len(words) == 2 and words[1].upper() != "LAST"):
+            await self.push("501 Syntax: BDAT size [LAST]")
+            return
+        data = await self._reader.readexactly(int(words[0]))
+        envelope = self.envelope
+        assert envelope is not None
+        chunks = getattr(envelope, "chunks", b"") + data
+        if not envelope.mail_from or not envelope.rcpt_tos:
+            self._set_post_data_state()  # refused: the chunk is dropped, the transaction ends
+            await self.push("554 5.5.1 Error: no valid recipients")
+            return
+        if len(words) == 1:
+            envelope.chunks = chunks  # type: ignore[attr-defined]
+            await self.push(f"250 2.0.0 {len(data)} octets received")
+            return
+        envelope.content = envelope.original_content = chunks
+        with self.event_handler.lock:
+            self.event_handler.bdat_messages += 1
+        status = await self._call_handler_hook("DATA")
+        self._set_post_data_state()
+        await self.push(status)
 
 
 class _Controller(Controller):

@@ -11,7 +11,7 @@ import re
 import pytest
 from email_relay import Relay, free_port, running_relay
 
-from tidings.email.relay import RelayState
+from tidings.email.relay import CHUNKED_BATCH, RelayState
 from tidings.email.smtp import SmtpPermanentError, SmtpSender, SmtpTemporaryError
 
 FROM = "news@example.com"
@@ -27,9 +27,12 @@ def relay_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "tidings.email.relay"]
 
 
-@pytest.mark.parametrize("pipelining", [True, False], ids=["pipelining", "lockstep"])
-def test_one_session_carries_many_messages_and_their_refusals(pipelining: bool) -> None:
-    relay = Relay(pipelining=pipelining,
+@pytest.mark.parametrize(("pipelining", "chunking"), [(True, False), (False, False),
+                                                      (True, True)],
+                         ids=["pipelining", "lockstep", "chunking"])
+def test_one_session_carries_many_messages_and_their_refusals(pipelining: bool,
+                                                              chunking: bool) -> None:
+    relay = Relay(pipelining=pipelining, chunking=chunking,
                   refuse_rcpt={"gone@example.org": "550 5.1.1 no such user"},
                   data_replies=[])
     recipients = {n: [f"u{n}@example.org"] for n in range(20)}
@@ -54,6 +57,91 @@ def test_one_session_carries_many_messages_and_their_refusals(pipelining: bool) 
     got = sorted(relay.received, key=lambda r: int(r.message["Subject"][1:]))
     assert [r.rcpt_tos for r in got] == [[f"u{n}@example.org"] for n in range(20) if n != 7]
     assert got[0].data.replace(b"\r\n", b"\n") == message(0).replace(b"\r\n", b"\n")
+    # with CHUNKING every message went in BDAT (its bytes as written, no dot-stuffing)
+    assert relay.bdat_messages == (19 if chunking else 0)
+    assert all(r.data == message(int(r.message["Subject"][1:])) for r in got)
+
+
+def test_chunked_rounds_settle_each_message_by_its_own_replies() -> None:
+    """Many messages per write (BDAT): a refused sender, a refused recipient among
+    accepted ones, every recipient refused, a 4xx and a 5xx to the content, and a
+    "slow down" to the content in the middle of a round: each message gets its own
+    outcome, the one asked to slow down goes again (untried), nothing is sent twice."""
+    relay = Relay(pipelining=True, chunking=True,
+                  refuse_rcpt={"gone@example.org": "550 5.1.1 no such user",
+                               "full@example.org": "452 4.2.2 mailbox full"},
+                  data_replies=[])
+    recipients = {n: [f"u{n}@example.org"] for n in range(40)}
+    recipients[3] = ["gone@example.org", "u3@example.org"]
+    recipients[5] = ["gone@example.org"]
+    recipients[6] = ["full@example.org"]
+    with running_relay(relay) as url:
+        async def scenario() -> list[object]:
+            sender = SmtpSender(max_connections=1, backoff_first_s=0.02)
+            sends = [sender.send(url, "bad@example.com" if n == 4 else FROM, recipients[n],
+                                 message(n)) for n in range(40)]
+            try:
+                return await asyncio.gather(*sends, return_exceptions=True)
+            finally:
+                await sender.close()
+
+        # the DATA hook's replies, in the order contents arrive: u0 250; u1 451; u2 554;
+        # u3 250; then a slow-down for the next content (u7: 4 and 5 and 6 never get
+        # that far), the rest 250.
+        relay.data_replies[:] = ["250 OK queued", "451 4.3.0 try later",
+                                 "554 5.7.1 rejected", "250 OK queued",
+                                 "451 4.7.0 rate limited, slow down"]
+        relay.mail_replies[:] = []
+        relay.refuse_rcpt["bad@example.com"] = ""
+        bad_mail = "553 5.7.1 sender refused"
+        original = relay.handle_MAIL
+
+        async def handle_mail(server, session, envelope, address, options):  # type: ignore[no-untyped-def]
+            if address == "bad@example.com":
+                return bad_mail
+            return await original(server, session, envelope, address, options)
+
+        relay.handle_MAIL = handle_mail  # type: ignore[method-assign]
+        results = asyncio.run(scenario())
+    assert isinstance(results[1], SmtpTemporaryError) and results[1].code == 451
+    assert isinstance(results[2], SmtpPermanentError) and results[2].code == 554
+    assert results[3].refused == {"gone@example.org": "550 5.1.1 no such user"}  # type: ignore[union-attr]
+    assert isinstance(results[4], SmtpPermanentError) and results[4].code == 553
+    assert isinstance(results[5], SmtpPermanentError) and results[5].refused == \
+        ("gone@example.org",)
+    assert isinstance(results[6], SmtpTemporaryError) and results[6].code == 452
+    sent = [n for n, r in enumerate(results) if not isinstance(r, BaseException)]
+    assert sent == [0, 3, *range(7, 40)]
+    # (a scripted reply takes the place of recording: u0 and u3 are not in `received`)
+    got = [int(r.message["Subject"][1:]) for r in relay.received]
+    assert sorted(got) == list(range(7, 40))  # u7 once, after its slow-down
+    assert relay.bdat_messages == relay.data_attempts
+
+
+def test_a_chunked_session_lost_mid_round_fails_only_what_may_have_been_taken() -> None:
+    """The relay drops the session after the third content of a round: the two answered
+    are sent, the unanswered ones whose content went out may have been taken (a temporary
+    failure each, retried by the queue's policy), the rest of the line goes on a new
+    session; nothing arrives twice."""
+    relay = Relay(pipelining=True, chunking=True, drop_at_data=3)
+    with running_relay(relay) as url:
+        async def scenario() -> list[object]:
+            sender = SmtpSender(max_connections=1)
+            sends = [sender.send(url, FROM, [f"u{n}@example.org"], message(n))
+                     for n in range(40)]
+            try:
+                return await asyncio.gather(*sends, return_exceptions=True)
+            finally:
+                await sender.close()
+
+        results = asyncio.run(scenario())
+    failed = [n for n, r in enumerate(results) if isinstance(r, BaseException)]
+    assert all(isinstance(results[n], SmtpTemporaryError) for n in failed)
+    assert failed[0] == 2 and failed == list(range(2, 2 + len(failed)))
+    assert len(failed) <= CHUNKED_BATCH - 2  # only that round's unanswered
+    got = sorted(int(r.message["Subject"][1:]) for r in relay.received)
+    assert got == [n for n in range(40) if n not in failed]  # each once
+    assert relay.total_sessions >= 2
 
 
 def test_a_relay_asking_to_slow_down_is_backed_off_and_mail_waits(

@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -37,14 +36,24 @@ from enum import StrEnum
 
 import aiosmtplib
 
-from tidings.email.pace import TokenBucket
-from tidings.email.session import Reply, Session, SessionLost, content, envelope, open_session
-from tidings.email.smtp_errors import (
-    SendResult,
-    SmtpPermanentError,
-    SmtpSlowDown,
-    SmtpTemporaryError,
+from tidings.email.outbound import (
+    ChunkedRound,
+    Outbound,
+    SlowDown,
+    envelope_outcome,
+    error_of,
+    slow_down,
 )
+from tidings.email.pace import TokenBucket
+from tidings.email.session import (
+    Reply,
+    Session,
+    SessionLost,
+    content,
+    envelope,
+    open_session,
+)
+from tidings.email.smtp_errors import SendResult, SmtpTemporaryError
 
 log = logging.getLogger("tidings.email.relay")
 
@@ -61,41 +70,10 @@ TRANSITIONS: dict[RelayState, frozenset[RelayState]] = {
     RelayState.SLOWED: frozenset({RelayState.UP, RelayState.DOWN}),
 }
 
-_RATE_TEXT = re.compile(r"\brate\b|throttl|slow down|too fast|"
-                        r"too many (messages|connections|emails|sessions)", re.IGNORECASE)
-
-
-def slow_down(reply: Reply) -> bool:
-    """A reply about the relay's pace rather than this message: 421 (the relay closes
-    the session: RFC 5321 §3.8), or a 4xx that says so ("454 Throttling failure: Maximum
-    sending rate exceeded", "451 4.7.0 rate limited"). Other 4xx ("451 4.3.0 try later",
-    "452 4.2.2 mailbox full") concern the message: it is retried by its policy."""
-    return reply.code == 421 or (400 <= reply.code < 500 and bool(_RATE_TEXT.search(reply.text)))
-
-
-class _SlowDown(Exception):
-    def __init__(self, reply: Reply) -> None:
-        super().__init__(str(reply))
-        self.reply = reply
-
-
-@dataclass(slots=True)
-class Outbound:
-    """A message waiting for, or in, a session."""
-
-    sender: str
-    recipients: tuple[str, ...]
-    data: bytes
-    future: asyncio.Future[SendResult]
-    since: float  # when it joined the line (monotonic)
-
-    def settle(self, result: SendResult | BaseException) -> None:
-        if self.future.done():
-            return
-        if isinstance(result, BaseException):
-            self.future.set_exception(result)
-        else:
-            self.future.set_result(result)
+#: Messages a chunked session (CHUNKING: `_carry_chunked`) writes at once: enough that a
+#: busy session's write and read carry many, few enough that a session lost mid-write
+#: leaves few messages in doubt.
+CHUNKED_BATCH = 16
 
 
 @dataclass
@@ -289,7 +267,10 @@ class RelayPool:
         self._idle += 1
         self._wake.clear()
         try:
-            await asyncio.wait_for(self._wake.wait(), self.idle_s)
+            # (asyncio.timeout, not wait_for: no task made per wait, and a busy session
+            # waits here after every round)
+            async with asyncio.timeout(self.idle_s):
+                await self._wake.wait()
             return True
         except TimeoutError:
             return False
@@ -299,6 +280,8 @@ class RelayPool:
     async def _carry(self, session: Session) -> Session | None:
         """Send from the line while there is mail, one transaction after another; returns
         the session, or None when it ended."""
+        if session.chunking and self.bucket is None:
+            return await self._carry_chunked(session)
         item = self._line.popleft()
         if self.bucket is not None:
             await self.bucket.acquire()
@@ -308,7 +291,7 @@ class RelayPool:
         try:
             got = await self._commands(session, envelope(item.sender, item.recipients))
             while True:
-                outcome = self._envelope_outcome(item, got)
+                outcome = envelope_outcome(item, got)
                 following = None
                 if self._line and session.pipelining and self.bucket is None and \
                         self.status.state is RelayState.UP:
@@ -329,7 +312,7 @@ class RelayPool:
                 got = await self._commands(session, commands)
                 final, got = got[0], got[1:]
                 if slow_down(final):
-                    raise _SlowDown(final)
+                    raise SlowDown(final)
                 pending.remove(item)
                 content_out = False
                 self._settle(item, final, accepted)
@@ -337,12 +320,59 @@ class RelayPool:
                 if following is None:
                     return session
                 item = following
-        except _SlowDown as exc:
+        except SlowDown as exc:
             self._trouble(RelayState.SLOWED, str(exc.reply), pending)
         except SessionLost as exc:
             self._lost(session, exc, pending, item if content_out else None, accepted)
         session.close()
         return None
+
+    async def _carry_chunked(self, session: Session) -> Session | None:
+        """`_carry` with CHUNKING: up to CHUNKED_BATCH messages in one write and their
+        replies in one read (`ChunkedRound`). The first message's envelope goes alone: a
+        session the relay closed while it waited is found before any content is out (its
+        mail goes back in line, untried). A message whose content went out and got no
+        answer may have been taken (SMTP cannot tell): a temporary failure, retried by
+        its policy, as with DATA."""
+        item = self._line.popleft()
+        try:
+            got = await session.exchange(envelope(item.sender, item.recipients, data=False),
+                                         1 + len(item.recipients))
+            accepted = envelope_outcome(item, got, chunked=True)
+        except SlowDown as exc:
+            self._trouble(RelayState.SLOWED, str(exc.reply), [item])
+            session.close()
+            return None
+        except SessionLost as exc:
+            self._lost(session, exc, [item], None, {})
+            session.close()
+            return None
+        this = ChunkedRound(reset=accepted is None,
+                            entries=[] if accepted is None else [(item, accepted)])
+        while True:
+            while self._line and len(this.entries) < CHUNKED_BATCH and \
+                    self.status.state is RelayState.UP:
+                this.entries.append((self._line.popleft(), None))
+            commands, want = this.commands()
+            lost: SessionLost | None = None
+            try:
+                got = await session.exchange(commands, want) if commands else []
+            except SessionLost as exc:
+                got, lost = exc.replies, exc
+            this.read(got)
+            for done, final, refused in this.done:
+                self._settle(done, final, refused)
+                session.messages += 1
+            for gone in this.unanswered:
+                gone.settle(SmtpTemporaryError(0, f"relay {self.name}: {lost}"))
+            if this.slowed:
+                self._trouble(RelayState.SLOWED, str(this.slowed_by), this.slowed)
+            if lost is not None or this.slowed:
+                session.close()
+                return None
+            if not this.entries:
+                return session
+            this = ChunkedRound(reset=this.refused)
 
     def _lost(self, session: Session, exc: SessionLost, pending: list[Outbound],
               sent: Outbound | None, accepted: dict[str, Reply]) -> None:
@@ -376,41 +406,6 @@ class RelayPool:
                 break
         return replies
 
-    def _envelope_outcome(self, item: Outbound, got: list[Reply]) -> dict[str, Reply] | None:
-        """The refused recipients when DATA was accepted (354), else None (the item is
-        settled, or given back when the relay asked to slow down)."""
-        mail = got[0]
-        if slow_down(mail):
-            raise _SlowDown(mail)
-        refused: dict[str, Reply] = {}
-        for rcpt, reply in zip(item.recipients, got[1:1 + len(item.recipients)], strict=False):
-            if reply.code not in (250, 251):
-                refused[rcpt] = reply
-        data = got[1 + len(item.recipients)] if len(got) > 1 + len(item.recipients) else None
-        if mail.code == 250 and data is not None and data.code == 354:
-            return refused
-        if mail.code != 250:
-            item.settle(_error(mail, item.recipients))
-        elif len(refused) == len(item.recipients):
-            replies = list(refused.values())
-            if any(r.code == 421 for r in replies):
-                raise _SlowDown(replies[0])  # the relay closes the session: its own pace
-            if all(slow_down(r) for r in replies):
-                # a rate reply to RCPT concerns the recipients' domains (a relay paces
-                # each destination): they are held, the relay goes on with other mail
-                item.settle(SmtpSlowDown(replies[0].code, replies[0].text, sorted(
-                    {a.rpartition("@")[2].lower() for a in refused})))
-                return None
-            if all(400 <= r.code < 500 for r in replies):
-                item.settle(SmtpTemporaryError(replies[0].code, replies[0].text))
-            else:
-                item.settle(SmtpPermanentError(replies[0].code, replies[0].text,
-                                               [a for a, r in refused.items() if r.code >= 500]))
-        else:
-            assert data is not None
-            item.settle(_error(data, item.recipients))
-        return None
-
     def _settle(self, item: Outbound, final: Reply, refused: dict[str, Reply]) -> None:
         if final.code == 250:
             self.sent += 1
@@ -421,19 +416,13 @@ class RelayPool:
             item.settle(SendResult(reply=str(final),
                                    refused={a: str(r) for a, r in refused.items()}))
         else:
-            item.settle(_error(final, item.recipients))
+            item.settle(error_of(final, item.recipients))
 
 
 def _trouble_of(exc: SmtpTemporaryError) -> RelayState:
     """A session refused with "slow down" (421 at the greeting: too many connections)
     is the relay's pace; anything else, the relay is down."""
     return RelayState.SLOWED if slow_down(Reply(exc.code, exc.message)) else RelayState.DOWN
-
-
-def _error(reply: Reply, recipients: Sequence[str]) -> Exception:
-    if 500 <= reply.code < 600:
-        return SmtpPermanentError(reply.code, reply.text, recipients)
-    return SmtpTemporaryError(reply.code, reply.text)
 
 
 async def close_all(pools: Sequence[RelayPool]) -> None:

@@ -79,6 +79,8 @@ def normalise_address(address: str) -> str:
 
 def split_display(value: str) -> tuple[str, str]:
     """("Name", "addr@x") from `Name <addr@x>`, or ("", value) for a bare address."""
+    if "<" not in value:  # a bare address (no display form can match): no regex
+        return "", value.strip()
     m = _DISPLAY.match(value)
     if m:
         return m.group("name").strip().strip('"'), m.group("addr").strip()
@@ -139,9 +141,10 @@ class EmailMessage:
         one click on it would stop every later message to the address."""
         return self.list_id is not None if self.unsubscribe is None else self.unsubscribe
 
-    @property
+    @functools.cached_property
     def recipients(self) -> tuple[str, ...]:
-        """Envelope recipients, bare addresses, in order, each once (Bcc included)."""
+        """Envelope recipients, bare addresses, in order, each once (Bcc included);
+        worked out once a message (a delivery asks for them several times)."""
         seen: dict[str, None] = {}
         for value in (*self.to, *self.cc, *self.bcc):
             seen.setdefault(bare_address(value), None)

@@ -85,6 +85,13 @@ class Driver(Protocol):
         in (the PostgreSQL statement returns it; SQLite reads the connection's last one)."""
         ...
 
+    def insert_ids(self, conn: Conn, query: str, rows: Sequence[Row]) -> list[int | None]:
+        """Run the named INSERT for every row, in as few round trips as the database
+        allows; each row's new id, None for a row that did not go in (its first value,
+        its key, was there already, or earlier in `rows`). The PostgreSQL statement takes
+        the rows as arrays and returns (key, id) of those that went in."""
+        ...
+
     def run_each(self, conn: Conn, query: str, rows: Sequence[Row], key: int = 1,
                  ) -> list[bool]:
         """Run the named statement for every row, in as few round trips as the database

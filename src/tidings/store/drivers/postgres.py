@@ -147,6 +147,15 @@ class PostgresDriver:
         row = conn.execute(self.queries[query], params).fetchone()
         return None if row is None else int(row[0])
 
+    def insert_ids(self, conn: PgConn, query: str, rows: Sequence[Row]) -> list[int | None]:
+        # One statement for the batch (a round trip per row was most of a group commit's
+        # time); a key twice in `rows` went in once, for its first row.
+        if not rows:
+            return []
+        columns = [list(col) for col in zip(*rows, strict=True)]
+        ids = dict(conn.execute(self.queries[query], columns).fetchall())
+        return [ids.pop(row[0], None) for row in rows]
+
     def run_each(self, conn: PgConn, query: str, rows: Sequence[Row], key: int = 1,
                  ) -> list[bool]:
         # The statement takes each column as an array (unnest) and returns the keys of

@@ -225,6 +225,17 @@ class SQLiteDriver:
         cur = conn.execute(self.queries[query], params)
         return cur.lastrowid if cur.rowcount > 0 else None
 
+    def insert_ids(self, conn: sqlite3.Connection, query: str, rows: Sequence[Row],
+                   ) -> list[int | None]:
+        # A statement per row costs no round trip here, and the last rowid (not
+        # RETURNING, see insert_id) says each row's id.
+        sql = self.queries[query]
+        out: list[int | None] = []
+        for row in rows:
+            cur = conn.execute(sql, row)
+            out.append(cur.lastrowid if cur.rowcount > 0 else None)
+        return out
+
     def run_each(self, conn: sqlite3.Connection, query: str, rows: Sequence[Row],
                  key: int = 1) -> list[bool]:
         # executemany is SQLite's fastest path, but its row count is a total: when every

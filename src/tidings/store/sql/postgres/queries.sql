@@ -679,6 +679,19 @@ VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (id) DO NOTHING
 RETURNING seq;
 
+-- name: insert_deliveries
+-- A group commit's delivery rows, the columns as arrays: one round trip for the batch (a
+-- statement per delivery was a round trip each). Returns (id, seq) of the rows that went
+-- in; an id already logged (a retry's QUEUED row) returns nothing and is moved instead.
+INSERT INTO email_deliveries (id, message_id, execution_id, schedule, template, sender,
+                              recipients, state, detail, attempts, created_at, updated_at,
+                              document)
+SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],
+                     %s::text[], %s::text[], %s::text[], %s::text[], %s::integer[],
+                     %s::bigint[], %s::bigint[], %s::text[])
+ON CONFLICT (id) DO NOTHING
+RETURNING id, seq;
+
 -- name: insert_delivery_recipient
 -- (address, delivery seq)[]
 INSERT INTO email_delivery_recipients (address, delivery_seq)

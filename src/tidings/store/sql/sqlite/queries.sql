@@ -555,6 +555,15 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (id) DO NOTHING
 RETURNING seq;
 
+-- name: insert_deliveries
+-- One delivery row of a group commit, run per row (SQLite has no round trip to save; its
+-- seq is the rowid the driver reads); an id already logged does not go in.
+INSERT INTO email_deliveries (id, message_id, execution_id, schedule, template, sender,
+                              recipients, state, detail, attempts, created_at, updated_at,
+                              document)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO NOTHING;
+
 -- name: insert_delivery_recipient
 -- (address, delivery seq)
 INSERT INTO email_delivery_recipients (address, delivery_seq) VALUES (?1, ?2)
