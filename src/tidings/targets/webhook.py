@@ -35,6 +35,10 @@ if TYPE_CHECKING:
     import httpx
 
 DEFAULT_TIMEOUT_S = 10.0
+#: An idle kept-alive connection is closed after this long: under the 5 s that uvicorn,
+#: Node and Apache keep one, so this side lets go first (httpx's default is 5 s too).
+KEEPALIVE_S = 4.0
+
 #: A Retry-After longer than this is taken as this (`tidings.RetryAfter`'s own bound).
 MAX_RETRY_AFTER_MS = 43_200_000
 
@@ -79,14 +83,30 @@ class WebhookSender:
         import httpx
 
         if self._client is None:
-            self._client = httpx.AsyncClient(follow_redirects=False)
-        try:
-            response = await self._client.post(url, content=payload, headers=headers,
-                                               timeout=timeout, extensions=extensions)
-        except httpx.TimeoutException:
-            raise DeliveryError("Timeout", f"no answer within {timeout:g} s") from None
-        except httpx.HTTPError as exc:
-            raise DeliveryError("ConnectionError", f"{type(exc).__name__}: {exc}") from None
+            self._client = httpx.AsyncClient(
+                follow_redirects=False, limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S))
+        # A read or write that fails, or an answer cut short, may be a kept-alive
+        # connection the server had closed (or was closing) as the request went out: it
+        # is sent once more at once, on a new connection, and only a second such failure
+        # is the attempt's. Without it a retry that came as the receiver's keep-alive ran
+        # out (gunicorn keeps one 2 s) failed as a "ConnectionError" and burnt an attempt
+        # the receiver never saw. Should the server have read the first, a webhook is at
+        # least once (`x-tidings-execution-id` tells the copies apart).
+        stale = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
+        tries = 2
+        while True:
+            tries -= 1
+            try:
+                response = await self._client.post(url, content=payload, headers=headers,
+                                                   timeout=timeout, extensions=extensions)
+                break
+            except httpx.TimeoutException:
+                raise DeliveryError("Timeout", f"no answer within {timeout:g} s") from None
+            except httpx.HTTPError as exc:
+                if tries and isinstance(exc, stale):
+                    continue
+                why = str(exc) or "the connection was closed before an answer"
+                raise DeliveryError("ConnectionError", f"{type(exc).__name__}: {why}") from None
         status = response.status_code
         if 200 <= status < 300:
             return status
