@@ -85,25 +85,30 @@ class WebhookSender:
         if self._client is None:
             self._client = httpx.AsyncClient(
                 follow_redirects=False, limits=httpx.Limits(keepalive_expiry=KEEPALIVE_S))
-        # A read or write that fails, or an answer cut short, may be a kept-alive
-        # connection the server had closed (or was closing) as the request went out: it
-        # is sent once more at once, on a new connection, and only a second such failure
-        # is the attempt's. Without it a retry that came as the receiver's keep-alive ran
-        # out (gunicorn keeps one 2 s) failed as a "ConnectionError" and burnt an attempt
-        # the receiver never saw. Should the server have read the first, a webhook is at
-        # least once (`x-tidings-execution-id` tells the copies apart).
+        # A request that fails without an answer on a connection kept alive from an
+        # earlier one (a read or write error, an answer cut short) most likely met the
+        # server closing it as its keep-alive ran out: it is sent once more at once, on a
+        # new connection, and only then counts. Without it a retry that came as the
+        # receiver's keep-alive ended (uvicorn's, Node's 5 s; gunicorn's 2 s) failed as
+        # "ReadError" and burnt an attempt the receiver never saw. On a new connection
+        # the same failure is the attempt's: the receiver may have read it and died.
         stale = (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError)
-        tries = 2
-        while True:
-            tries -= 1
+        for tries_left in (1, 0):
+            connected: list[str] = []
+
+            async def trace(event: str, _info: Any, seen: list[str] = connected) -> None:
+                if event.startswith("connection.connect_tcp."):
+                    seen.append(event)
+
             try:
-                response = await self._client.post(url, content=payload, headers=headers,
-                                                   timeout=timeout, extensions=extensions)
+                response = await self._client.post(
+                    url, content=payload, headers=headers, timeout=timeout,
+                    extensions={**extensions, "trace": trace})
                 break
             except httpx.TimeoutException:
                 raise DeliveryError("Timeout", f"no answer within {timeout:g} s") from None
             except httpx.HTTPError as exc:
-                if tries and isinstance(exc, stale):
+                if tries_left and not connected and isinstance(exc, stale):
                     continue
                 why = str(exc) or "the connection was closed before an answer"
                 raise DeliveryError("ConnectionError", f"{type(exc).__name__}: {why}") from None
