@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmarks: peak RSS and the final JSON line."""
+"""Helpers shared by the benchmarks: scratch folders and databases, peak RSS, percentiles
+and the final JSON line."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import resource
 import shutil
 import sys
 import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 # `bench/email.py` carries the name its issue gives it; with this folder first on sys.path
@@ -26,6 +30,25 @@ def scratch_dir(prefix: str = "tidings-bench-") -> str:
     if os.environ.get("TIDINGS_BENCH_KEEP") != "1":
         atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
+
+
+@contextmanager
+def scratch_database(pg: str | None, sqlite_path: str) -> Iterator[str]:
+    """The URL of a run's database: the SQLite file `sqlite_path`, or a fresh schema in
+    the PostgreSQL database `pg` (so no run sees another's rows), dropped afterwards."""
+    if pg is None:
+        yield f"sqlite:///{sqlite_path}"
+        return
+    import psycopg  # (here: it imports the stdlib `email`, see above)
+
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield f"{pg}{'&' if '?' in pg else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(pg, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def peak_rss_mb() -> float:

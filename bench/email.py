@@ -30,7 +30,6 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
-import contextlib  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
@@ -39,7 +38,6 @@ import sqlite3  # noqa: E402
 import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
 from datetime import UTC, datetime  # noqa: E402
 
 from tidings.client import Tidings  # noqa: E402
@@ -58,6 +56,7 @@ assert _spec is not None and _spec.loader is not None
 _common = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_common)
 peak_rss_mb, report = _common.peak_rss_mb, _common.report
+scratch_database = _common.scratch_database
 
 #: The sink a relay's front end would be: it speaks SMTP (EHLO with PIPELINING, 8BITMIME
 #: and, unless `--chunking off`, CHUNKING as Postfix 3.4+ offers it; MAIL, RCPT, DATA with
@@ -264,27 +263,6 @@ class Log:
                                           " WHERE state = 'SENT' ORDER BY updated_at")]
 
 
-@contextlib.contextmanager
-def database(base: str | None, workdir: str, name: str) -> Iterator[str]:
-    """A SQLite file in `workdir`, or a fresh schema in the PostgreSQL database `base`,
-    dropped afterwards."""
-    if base is None:
-        yield f"sqlite:///{os.path.join(workdir, name)}.db"
-        return
-    import psycopg
-
-    schema = f"bench_email_{name}_{os.getpid()}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        sep = "&" if "?" in base else "?"
-        yield f"{base}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(base, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
 def cpu_s() -> float:
     """This process's CPU seconds, every thread."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -362,10 +340,10 @@ def main() -> None:
         relay = f"smtp://127.0.0.1:{port}"
         with tempfile.TemporaryDirectory() as workdir:
             common = {"concurrency": args.concurrency, "smtp_max_connections": args.connections}
-            with database(args.db, workdir, "unlimited") as db:
+            with scratch_database(args.db, os.path.join(workdir, "unlimited.db")) as db:
                 times, node_cpu = run_phase(db, "unlimited", args.n, relay, **common)
             sent_per_s = args.n / ((times[-1] - times[0]) / 1000)
-            with database(args.db, workdir, "limited") as db:
+            with scratch_database(args.db, os.path.join(workdir, "limited.db")) as db:
                 limited = run_phase(db, "limited", args.limited_n, relay,
                                     smtp_max_rate=args.rate, **common)[0][1:]
             limited_rate = (len(limited) - 1) / ((limited[-1] - limited[0]) / 1000)

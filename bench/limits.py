@@ -21,7 +21,7 @@ Final line: {"<backend>": {"rate_per_s", "max_1s_window", "max_concurrency",
 from __future__ import annotations
 
 # First, before anything imports the stdlib `email` (psycopg does): see _common.
-from _common import percentile, report, scratch_dir
+from _common import percentile, report, scratch_database, scratch_dir
 
 # isort: split
 
@@ -32,11 +32,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-import psycopg
 
 from tidings.client import Tidings
 from tidings.model.messages import OutgoingMessage
@@ -70,22 +65,6 @@ def rated(n: int) -> None:
 def tenant(tenant: str, n: int, sent: float) -> None:
     note(f"tenant {tenant} {n} {sent} {time.time()}")
 '''
-
-
-@contextmanager
-def database(backend: str, tmp: str, pg: str) -> Iterator[str]:
-    if backend == "sqlite":
-        yield f"sqlite:///{tmp}/limits.db"
-        return
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    sep = "&" if "?" in pg else "?"
-    try:
-        yield f"{pg}{sep}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(pg, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def start_workers(db: str, folder: str, n: int = 3) -> list[subprocess.Popen[bytes]]:
@@ -217,7 +196,8 @@ def main() -> None:
             tmp = scratch_dir()
             with open(os.path.join(tmp, "limitapp.py"), "w") as f:
                 f.write(APP)
-            with database(backend, tmp, args.pg) as db:
+            pg = None if backend == "sqlite" else args.pg
+            with scratch_database(pg, f"{tmp}/limits.db") as db:
                 print(f"{backend}: {part}…", file=sys.stderr)
                 result |= (rate_part(db, tmp, args.seconds) if part == "rate"
                            else tenant_part(db, tmp))

@@ -18,7 +18,7 @@ The pushers run on uvloop, as a node's do (`tidings serve` runs under uvicorn's 
 from __future__ import annotations
 
 # First, before anything imports the stdlib `email` (psycopg does): see _common.
-from _common import percentile, report, scratch_dir
+from _common import percentile, report, scratch_database, scratch_dir
 
 # isort: split
 
@@ -31,11 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 
-import psycopg
 import uvloop
 
 from tidings.client import Tidings
@@ -161,22 +157,6 @@ def wait_drained(t: Tidings, queue: str, timeout_s: float) -> None:
 PG = os.environ.get("TIDINGS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
 
-@contextmanager
-def database(pg: str | None, folder: str) -> Iterator[str]:
-    """A SQLite file in the scratch folder, or a fresh schema in `pg`, dropped after."""
-    if pg is None:
-        yield f"sqlite:///{folder}/push.db"
-        return
-    schema = f"bench_push_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(pg, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield f"{pg}{'&' if '?' in pg else '?'}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(pg, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-
 def sender_main(db: str, queue: str, rate: float, seconds: float) -> None:
     """The steady sender process: `rate` messages a second, sent 10 at a time at even
     intervals, each carrying the instant of its send."""
@@ -219,7 +199,7 @@ def main() -> None:
     parser.add_argument("--loop", action="store_true", help="only the steady run")
     args = parser.parse_args()
     folder = scratch_dir()
-    with database(args.pg, folder) as db:
+    with scratch_database(args.pg, f"{folder}/push.db") as db:
         t = Tidings(settings=Settings(db=db))
         pushers = RunningPushers(t)
         figures: dict[str, object] = {"db": "postgres" if args.pg else "sqlite",
