@@ -42,6 +42,7 @@ from datetime import UTC, datetime  # noqa: E402
 
 from tidings.client import Tidings  # noqa: E402
 from tidings.dispatch_process import runs_apart  # noqa: E402
+from tidings.email_process import sends_apart  # noqa: E402
 from tidings.model.schedules import (  # noqa: E402
     ActionAfterCompletion,
     ScheduleSpec,
@@ -289,7 +290,8 @@ def run_phase(db: str, name: str, n: int, relay: str,
     create(t, name, n)
     print(f"  {name}: created {n} schedules in {time.perf_counter() - t0:.1f} s",
           file=sys.stderr)
-    node = Node(t, config, dispatcher_process=runs_apart(config))
+    node = Node(t, config, dispatcher_process=runs_apart(config),
+                email_process=sends_apart(config))
     deliveries = Log(db)
 
     async def main() -> float:

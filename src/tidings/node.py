@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 from tidings.client import Tidings
 from tidings.dispatch_process import DispatcherProcess, runs_apart
 from tidings.email.inbound import BounceListener
+from tidings.email_process import EmailProcess, sends_apart, split
 from tidings.errors import SchemaTooNew, ValidationError
 from tidings.jobs.consumers import Consumer
 from tidings.jobs.deliveries import Targets, delivery_app
@@ -85,10 +86,13 @@ class Node:
     Only schedules due within twice it are announced (`notify.base.wake_horizon_ms`).
 
     `dispatcher_process` fires schedules in a child process (dispatch_process.py) instead
-    of this one; `serve` and `work` choose it by `settings.dispatcher`."""
+    of this one; `email_process` sends email from a child process as well as this one,
+    each with its share of the relay (email_process.py). `serve` and `work` choose them
+    by `settings.dispatcher` and `settings.email_sender`."""
 
     def __init__(self, t: Tidings, settings: Settings, *, app: Handlers | None = None,
-                 serve_consumers: bool = True, dispatcher_process: bool = False) -> None:
+                 serve_consumers: bool = True, dispatcher_process: bool = False,
+                 email_process: bool = False) -> None:
         self.t = t
         self.settings = settings
         self.bridge = Bridge.for_store(t.store)
@@ -118,9 +122,14 @@ class Node:
                                                   idle_poll_s=settings.poll_fallback_s,
                                                   health=self.health, book=self.book,
                                                   place=t.campaigns.limit_place)
+        sending = settings  # what this process sends email with
+        self.email_process: EmailProcess | None = None
+        if email_process and settings.smtp_url:
+            sending, apart = split(settings)
+            self.email_process = EmailProcess(apart, t.notifier, health=self.health)
         self.targets = Targets(t.queues, self.bridge, app.functions if app else {},
                                t.webhook_secret(),
-                               email=EmailDelivery(t.email, self.bridge, settings),
+                               email=EmailDelivery(t.email, self.bridge, sending),
                                webhook_guard=t.schedules.webhook_guard)
         self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock, self.bridge,
                                                   firings=t.firing_log), t.queues,
@@ -135,13 +144,17 @@ class Node:
                                book=self.book)
         self.services += [self.book, firing, self.deliveries, self.heartbeat,
                           self.schema_guard, self.pushers]
+        self.mailer: Consumer | None = None  # this process's consumer of the email queue
         if settings.smtp_url:
-            self.services.append(Consumer(
+            self.mailer = Consumer(
                 delivery_app(self.targets, t.queues, t.clock, self.bridge, queue=EMAIL_QUEUE,
                              firings=t.firing_log), t.queues,
                 self.bridge, concurrency=settings.concurrency,
                 grace_s=settings.shutdown_grace_s, health=self.health,
-                poll_fallback_s=settings.poll_fallback_s, book=self.book))
+                poll_fallback_s=settings.poll_fallback_s, book=self.book)
+            self.services.append(self.mailer)
+            if self.email_process is not None:
+                self.services.append(self.email_process)
         else:
             log.warning("no SMTP relay (--smtp-url or TIDINGS_SMTP_URL): this node sends no "
                         "email; accepted email waits in the %s queue for a node with a relay",
@@ -273,9 +286,9 @@ def serve(settings: Settings, *, create: Create = Create.DATABASE) -> None:
     security = uvicorn_security(settings)
     app = load_app(settings.app) if settings.app else None
     settings = with_app_db(settings, app)
-    apart = runs_apart(settings)
+    apart, sends = runs_apart(settings), sends_apart(settings)
     t = Tidings(settings=settings, create=create, check=settings.sqlite_check)
-    node = Node(t, settings, app=app, dispatcher_process=apart)
+    node = Node(t, settings, app=app, dispatcher_process=apart, email_process=sends)
     asgi = node.http_app()
     scheme = "https" if settings.tls_cert else "http"
     log.info("tidings serving %s on %s://%s:%d%s", t.database_url, scheme, settings.host,
@@ -315,9 +328,9 @@ def work(settings: Settings, *, create: Create = Create.DATABASE) -> None:
         raise ValidationError("app", "tidings worker needs --app module:app")
     app = load_app(settings.app)
     settings = with_app_db(settings, app)
-    apart = runs_apart(settings)
+    apart, sends = runs_apart(settings), sends_apart(settings)
     t = Tidings(settings=settings, create=create, check=settings.sqlite_check)
-    node = Node(t, settings, app=app, dispatcher_process=apart)
+    node = Node(t, settings, app=app, dispatcher_process=apart, email_process=sends)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

@@ -177,6 +177,12 @@ class Settings:
                                "the node, on a second core), inline (in the node's own "
                                "process), auto (process on a SQLite file, else inline).",
                                choices=("auto", "process", "inline"))
+    email_sender: str = _setting("auto", "Where email is sent: process (a child process "
+                                 "sends beside the node, on a second core; the relay's "
+                                 "connections and rates are split between the two), inline "
+                                 "(the node alone), auto (process on a machine with two or "
+                                 "more cores, a database file or server, and at least two "
+                                 "relay connections).", choices=("auto", "process", "inline"))
     # Testing only (tests/integration/test_clock_steps.py): step this node's wall clock.
     clock_offset_file: str | None = _setting(None, "Testing only: a file of milliseconds "
                                              "added to this node's wall clock, re-read "

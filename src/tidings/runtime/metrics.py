@@ -142,15 +142,20 @@ def by_label(metric: Gauge | Counter, label: str) -> dict[str, float]:
 DISPATCHER_STARTS = Counter("tidings_dispatcher_process_starts",
                             "Dispatcher processes this node started (more than one: restarts)",
                             registry=REGISTRY)
+EMAIL_PROCESS_STARTS = Counter("tidings_email_process_starts",
+                               "Email sender processes this node started (more than one: "
+                               "restarts)", registry=REGISTRY)
 
 
-# What a dispatcher counts, reported by a dispatcher process to the node that started it
-# (tidings/dispatch_process.py), so one scrape of the node still sees every firing.
+# What a dispatcher or an email sender counts, reported by a child process to the node
+# that started it (tidings/child_process.py), so one scrape of the node still sees every
+# firing and every delivery.
 _FORWARDED: dict[str, Counter] = {
     "tidings_schedule_firings": FIRED, "tidings_schedule_skipped": SKIPPED,
     "tidings_deliveries": DELIVERED, "tidings_delivery_failures": FAILED,
     "tidings_dead_lettered": DEAD_LETTERED, "tidings_limit_held_firings": LIMIT_HELD_FIRINGS,
-    "tidings_limit_past_window_firings": LIMIT_PAST_WINDOW}
+    "tidings_limit_past_window_firings": LIMIT_PAST_WINDOW, "tidings_jobs": JOBS,
+    "tidings_deliveries_duplicate": DUPLICATES}
 _LATENESS_KEY = "tidings_firing_lateness_seconds"
 
 Snapshot = dict[str, Any]
