@@ -240,13 +240,15 @@ class ForwardedFailures(metrics.RecentFailures):
 class Child:
     """What a role's child builds its services from: its store, bridge and health (whose
     troubles go to the node), the wire, and `moved`, to call (from any thread) when it
-    counted something the node's metrics should show soon."""
+    counted something the node's metrics should show soon; `moved_on_loop` is the same
+    from the event loop's thread, for a call per job (no wake-up of the loop to make)."""
 
     t: Tidings
     bridge: Bridge
     health: Health
     wire: Wire
     moved: Callable[[], None]
+    moved_on_loop: Callable[[], None]
 
 
 #: A role's body: the services to run, and what to close after they stopped.
@@ -306,7 +308,7 @@ async def _serve(first: dict[str, Any], out: IO[bytes], build: Build) -> None:
     health = Health(export=False, on_change=lambda troubles: wire.send("h " + json.dumps(
         {name: trouble.reason for name, trouble in troubles.items()})))
     try:
-        services, close = build(Child(t, bridge, health, wire, moved_soon))
+        services, close = build(Child(t, bridge, health, wire, moved_soon, moved.set))
         threading.Thread(target=_read_wakeups, args=(sys.stdin.buffer, t.notifier, stop_soon),
                          name="tidings-wakeups", daemon=True).start()
         # What was built so far lives as long as the process (node.freeze_startup_objects).

@@ -28,15 +28,11 @@ by either process; its delivery log row says whether the mail went already
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
 import os
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from tidings.child_process import (
-    METRICS_EVERY_S,
     Child,
     ChildProcess,
     Role,
@@ -45,13 +41,11 @@ from tidings.child_process import (
 )
 from tidings.email.deliverability import parse_domain_rates
 from tidings.errors import ValidationError
+from tidings.jobs.handlers import Handler, Job
 from tidings.notify.base import Notifier
 from tidings.runtime import metrics
 from tidings.runtime.health import Health
 from tidings.settings import Settings, variable
-
-if TYPE_CHECKING:
-    from tidings.jobs.consumers import Consumer
 
 ROLE = Role("tidings.email_process", "email sender", metrics.EMAIL_PROCESS_STARTS)
 
@@ -109,33 +103,23 @@ class EmailProcess(ChildProcess):
         super().__init__(ROLE, settings, notifier, health=health)
 
 
-class _Finished:
-    """Tells the metrics reporter when the consumer finished jobs since its last look,
-    so the node's counters follow within METRICS_EVERY_S (a look is two integers)."""
+def _telling(handler: Handler, moved: Callable[[], None]) -> Handler:
+    """The delivery handler, telling the metrics reporter that a job ended (the node's
+    counters follow within METRICS_EVERY_S; an idle child wakes for nothing)."""
+    async def handle(job: Job) -> None:
+        try:
+            await handler(job)
+        finally:
+            moved()
 
-    def __init__(self, consumer: Consumer, moved: Callable[[], None]) -> None:
-        self._consumer = consumer
-        self._moved = moved
-        self._stop = asyncio.Event()
-
-    async def run(self) -> None:
-        seen = 0
-        while not self._stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), METRICS_EVERY_S)
-            done = self._consumer.handled + self._consumer.failed
-            if done != seen:
-                seen = done
-                self._moved()
-
-    def stop(self) -> None:
-        self._stop.set()
+    return handle
 
 
 def _build(child: Child) -> tuple[list[Service], Callable[[], Awaitable[None]]]:
     from tidings.jobs.consumers import Consumer
     from tidings.jobs.deliveries import Targets, delivery_app
     from tidings.limits.book import LimitBook
+    from tidings.model.firings import DELIVERY_JOB
     from tidings.queues.internal import EMAIL_QUEUE
     from tidings.targets.email import EmailDelivery
 
@@ -144,12 +128,16 @@ def _build(child: Child) -> tuple[list[Service], Callable[[], Awaitable[None]]]:
     targets = Targets(t.queues, bridge, {}, t.webhook_secret(),
                       email=EmailDelivery(t.email, bridge, settings),
                       webhook_guard=t.schedules.webhook_guard)
-    consumer = Consumer(delivery_app(targets, t.queues, t.clock, bridge, queue=EMAIL_QUEUE,
-                                     firings=t.firing_log),
-                        t.queues, bridge, concurrency=settings.concurrency,
+    app = delivery_app(targets, t.queues, t.clock, bridge, queue=EMAIL_QUEUE,
+                       firings=t.firing_log)
+    key = (EMAIL_QUEUE, DELIVERY_JOB)
+    app.handlers[key] = dataclasses.replace(app.handlers[key],
+                                            fn=_telling(app.handlers[key].fn,
+                                                        child.moved_on_loop))
+    consumer = Consumer(app, t.queues, bridge, concurrency=settings.concurrency,
                         grace_s=settings.shutdown_grace_s, health=child.health,
                         poll_fallback_s=settings.poll_fallback_s, book=book)
-    return [book, consumer, _Finished(consumer, child.moved)], targets.close
+    return [book, consumer], targets.close
 
 
 def main() -> None:
