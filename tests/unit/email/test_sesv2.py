@@ -52,3 +52,17 @@ def test_invalid_documents_name_the_field(change: dict[str, object], field: str)
     with pytest.raises(ValidationError) as info:
         parse_send_email({**DOC, **change})
     assert info.value.field == field
+
+
+@pytest.mark.parametrize("text", [json.dumps(DOC), f"  {json.dumps(DOC)}\n",
+                                  json.dumps(DOC, indent=2)])
+def test_document_text_is_read_whole_with_or_without_whitespace(text: str) -> None:
+    assert parse_send_email(text) == parse_send_email(DOC)
+
+
+@pytest.mark.parametrize("text", [json.dumps(DOC) + " {}", json.dumps(DOC) + "x",
+                                  json.dumps(DOC)[:-1], "", " ", "NaN"])
+def test_document_text_that_is_not_one_json_value_is_refused(text: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_send_email(text)
+    assert info.value.field == "Input"
