@@ -49,7 +49,7 @@ from tidings.model.schedules import (  # noqa: E402
     Target,
     TargetKind,
 )
-from tidings.node import Node  # noqa: E402
+from tidings.node import Node, freeze_startup_objects  # noqa: E402
 from tidings.settings import Settings  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location("_common", os.path.join(HERE, "_common.py"))
@@ -306,6 +306,7 @@ def run_phase(db: str, name: str, n: int, relay: str,
         await task
         return start
 
+    freeze_startup_objects()  # as `tidings serve` does before serving
     cpu0, children0 = cpu_s(), children_cpu_s()
     start = asyncio.run(main())
     cpu = cpu_s() - cpu0 + children_cpu_s() - children0

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import json
 import logging
 import os
@@ -43,6 +42,7 @@ from tidings.errors import SchemaTooNew, TidingsError
 from tidings.notify.base import Notifier
 from tidings.runtime import metrics
 from tidings.runtime.backoff import Backoff
+from tidings.runtime.collector import settle_after_startup
 from tidings.runtime.health import Health
 from tidings.runtime.waits import first_of
 from tidings.settings import Settings
@@ -311,9 +311,7 @@ async def _serve(first: dict[str, Any], out: IO[bytes], build: Build) -> None:
         services, close = build(Child(t, bridge, health, wire, moved_soon, moved.set))
         threading.Thread(target=_read_wakeups, args=(sys.stdin.buffer, t.notifier, stop_soon),
                          name="tidings-wakeups", daemon=True).start()
-        # What was built so far lives as long as the process (node.freeze_startup_objects).
-        gc.collect()
-        gc.freeze()
+        settle_after_startup()  # as a node does (runtime/collector.py)
         tasks = [asyncio.create_task(s.run(), name=type(s).__name__) for s in services]
         reporter = asyncio.create_task(_report_metrics(wire, stop, moved))
         wire.send("ready")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import gc
 import importlib
 import logging
 import signal
@@ -37,6 +36,7 @@ from tidings.push.pushers import Pushers
 from tidings.queues.coalesce import Coalescer
 from tidings.queues.internal import EMAIL_QUEUE, ensure_internal_queues
 from tidings.runtime.bridge import Bridge
+from tidings.runtime.collector import settle_after_startup
 from tidings.runtime.health import Health
 from tidings.schedules.dispatcher import Dispatcher
 from tidings.server.exposure import (
@@ -263,12 +263,9 @@ def with_app_db(settings: Settings, app: Handlers | None) -> Settings:
 
 
 def freeze_startup_objects() -> None:
-    """What a node imported and built before serving lives as long as the process: moved
-    out of the collector's reach, a full collection no longer walks it each time. Those
-    walks took 80-380 ms on a loaded 2-core machine mid-burst (bench/delayed_jobs.py),
-    stalling the event loop and every handler with it."""
-    gc.collect()
-    gc.freeze()
+    """What a node imported and built before serving lives as long as the process, and
+    its jobs' garbage is young: the collector set for both (runtime/collector.py)."""
+    settle_after_startup()
 
 
 def _setup_logging(level: str) -> None:
