@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any
 
 from tidings.errors import SchemaTooNew, TidingsError
 from tidings.notify.base import Notifier
@@ -44,6 +44,7 @@ from tidings.runtime import metrics
 from tidings.runtime.backoff import Backoff
 from tidings.runtime.collector import settle_after_startup
 from tidings.runtime.health import Health
+from tidings.runtime.service import Service
 from tidings.runtime.waits import first_of
 from tidings.settings import Settings
 from tidings.store import Create
@@ -78,11 +79,6 @@ class Role:
     component: str
     starts: Counter
     forwards: str | None = None
-
-
-class Service(Protocol):
-    async def run(self) -> None: ...
-    def stop(self) -> None: ...
 
 
 # the node's side ------------------------------------------------------------------------------
@@ -223,17 +219,10 @@ class Wire:
                 self._on_broken()
 
 
-class ForwardedFailures(metrics.RecentFailures):
-    """The child's recent failures: kept here as in any process, and told to the node,
-    whose console lists the failing targets."""
-
-    def __init__(self, wire: Wire) -> None:
-        super().__init__()
-        self._wire = wire
-
-    def add(self, at_ms: int, kind: str, destination: str, message: str) -> None:
-        super().add(at_ms, kind, destination, message)
-        self._wire.send("f " + json.dumps([at_ms, kind, destination, message[:300]]))
+def forward_failures(wire: Wire) -> None:
+    """This process's delivery failures go to the node too, whose heartbeat carries them
+    to the console's failing targets."""
+    metrics.FAILURES.listener = lambda item: wire.send("f " + json.dumps(item))
 
 
 @dataclass
@@ -299,7 +288,7 @@ async def _serve(first: dict[str, Any], out: IO[bytes], build: Build) -> None:
 
     settings = Settings.from_values(first["settings"])
     wire = Wire(out, stop_soon)
-    metrics.FAILURES = ForwardedFailures(wire)
+    forward_failures(wire)
     # The node opened (made, migrated) the database before starting this process: here
     # it is only opened. A newer release may have migrated it since: refused (the node's
     # schema guard stops the node for it).

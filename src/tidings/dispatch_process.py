@@ -25,7 +25,6 @@ from tidings.child_process import (
     Child,
     ChildProcess,
     Role,
-    Service,
     Wire,
     run_child,
 )
@@ -33,6 +32,7 @@ from tidings.errors import ValidationError
 from tidings.notify.base import SCHEDULES_CHANNEL, Notifier
 from tidings.runtime import metrics
 from tidings.runtime.health import Health
+from tidings.runtime.service import Service
 from tidings.settings import Settings, variable
 
 __all__ = ["DispatcherProcess", "EXIT_SCHEMA_TOO_NEW", "runs_apart"]

@@ -36,15 +36,14 @@ from tidings.child_process import (
     Child,
     ChildProcess,
     Role,
-    Service,
     run_child,
 )
 from tidings.email.deliverability import parse_domain_rates
 from tidings.errors import ValidationError
-from tidings.jobs.handlers import Handler, Job
 from tidings.notify.base import Notifier
 from tidings.runtime import metrics
 from tidings.runtime.health import Health
+from tidings.runtime.service import Service
 from tidings.settings import Settings, variable
 
 ROLE = Role("tidings.email_process", "email sender", metrics.EMAIL_PROCESS_STARTS)
@@ -103,23 +102,9 @@ class EmailProcess(ChildProcess):
         super().__init__(ROLE, settings, notifier, health=health)
 
 
-def _telling(handler: Handler, moved: Callable[[], None]) -> Handler:
-    """The delivery handler, telling the metrics reporter that a job ended (the node's
-    counters follow within METRICS_EVERY_S; an idle child wakes for nothing)."""
-    async def handle(job: Job) -> None:
-        try:
-            await handler(job)
-        finally:
-            moved()
-
-    return handle
-
-
 def _build(child: Child) -> tuple[list[Service], Callable[[], Awaitable[None]]]:
-    from tidings.jobs.consumers import Consumer
-    from tidings.jobs.deliveries import Targets, delivery_app
+    from tidings.jobs.deliveries import Targets, delivery_consumer
     from tidings.limits.book import LimitBook
-    from tidings.model.firings import DELIVERY_JOB
     from tidings.queues.internal import EMAIL_QUEUE
     from tidings.targets.email import EmailDelivery
 
@@ -128,15 +113,13 @@ def _build(child: Child) -> tuple[list[Service], Callable[[], Awaitable[None]]]:
     targets = Targets(t.queues, bridge, {}, t.webhook_secret(),
                       email=EmailDelivery(t.email, bridge, settings),
                       webhook_guard=t.schedules.webhook_guard)
-    app = delivery_app(targets, t.queues, t.clock, bridge, queue=EMAIL_QUEUE,
-                       firings=t.firing_log)
-    key = (EMAIL_QUEUE, DELIVERY_JOB)
-    app.handlers[key] = dataclasses.replace(app.handlers[key],
-                                            fn=_telling(app.handlers[key].fn,
-                                                        child.moved_on_loop))
-    consumer = Consumer(app, t.queues, bridge, concurrency=settings.concurrency,
-                        grace_s=settings.shutdown_grace_s, health=child.health,
-                        poll_fallback_s=settings.poll_fallback_s, book=book)
+    # Each delivery's end wakes the metrics report (the node's counters follow within
+    # METRICS_EVERY_S); an idle child wakes for nothing.
+    consumer = delivery_consumer(targets, t.queues, t.clock, bridge, t.firing_log,
+                                 queue=EMAIL_QUEUE, concurrency=settings.concurrency,
+                                 grace_s=settings.shutdown_grace_s,
+                                 poll_fallback_s=settings.poll_fallback_s,
+                                 health=child.health, book=book, ended=child.moved_on_loop)
     return [book, consumer], targets.close
 
 

@@ -18,7 +18,7 @@ import logging
 import signal
 import sys
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from tidings.client import Tidings
 from tidings.dispatch_process import DispatcherProcess, runs_apart
@@ -26,7 +26,7 @@ from tidings.email.inbound import BounceListener
 from tidings.email_process import EmailProcess, sends_apart, split
 from tidings.errors import SchemaTooNew, ValidationError
 from tidings.jobs.consumers import Consumer
-from tidings.jobs.deliveries import Targets, delivery_app
+from tidings.jobs.deliveries import Targets, delivery_consumer
 from tidings.jobs.handlers import Handlers
 from tidings.limits.book import LimitBook
 from tidings.ops.nodes import Heartbeat
@@ -34,10 +34,11 @@ from tidings.ops.schema_guard import SchemaGuard
 from tidings.ops.sweeper import Sweeper
 from tidings.push.pushers import Pushers
 from tidings.queues.coalesce import Coalescer
-from tidings.queues.internal import EMAIL_QUEUE, ensure_internal_queues
+from tidings.queues.internal import DELIVERY_QUEUE, EMAIL_QUEUE, ensure_internal_queues
 from tidings.runtime.bridge import Bridge
 from tidings.runtime.collector import settle_after_startup
 from tidings.runtime.health import Health
+from tidings.runtime.service import Service
 from tidings.schedules.dispatcher import Dispatcher
 from tidings.server.exposure import (
     check_exposure,
@@ -55,11 +56,6 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 log = logging.getLogger("tidings")
-
-
-class Service(Protocol):
-    async def run(self) -> None: ...
-    def stop(self) -> None: ...
 
 
 def load_app(spec: str) -> Handlers:
@@ -131,11 +127,15 @@ class Node:
                                t.webhook_secret(),
                                email=EmailDelivery(t.email, self.bridge, sending),
                                webhook_guard=t.schedules.webhook_guard)
-        self.deliveries = Consumer(delivery_app(self.targets, t.queues, t.clock, self.bridge,
-                                                  firings=t.firing_log), t.queues,
-                                   self.bridge, concurrency=settings.concurrency,
-                                   grace_s=settings.shutdown_grace_s, health=self.health,
-                                   poll_fallback_s=settings.poll_fallback_s, book=self.book)
+        def deliveries(queue: str) -> Consumer:
+            return delivery_consumer(self.targets, t.queues, t.clock, self.bridge,
+                                     t.firing_log, queue=queue,
+                                     concurrency=settings.concurrency,
+                                     grace_s=settings.shutdown_grace_s,
+                                     poll_fallback_s=settings.poll_fallback_s,
+                                     health=self.health, book=self.book)
+
+        self.deliveries = deliveries(DELIVERY_QUEUE)
         self.heartbeat = Heartbeat(t.store, t.clock, self.bridge, VERSION)
         self.schema_guard = SchemaGuard(t.store, self.bridge,
                                         warned_at_open=t.schema_status().database)
@@ -146,12 +146,7 @@ class Node:
                           self.schema_guard, self.pushers]
         self.mailer: Consumer | None = None  # this process's consumer of the email queue
         if settings.smtp_url:
-            self.mailer = Consumer(
-                delivery_app(self.targets, t.queues, t.clock, self.bridge, queue=EMAIL_QUEUE,
-                             firings=t.firing_log), t.queues,
-                self.bridge, concurrency=settings.concurrency,
-                grace_s=settings.shutdown_grace_s, health=self.health,
-                poll_fallback_s=settings.poll_fallback_s, book=self.book)
+            self.mailer = deliveries(EMAIL_QUEUE)
             self.services.append(self.mailer)
             if self.email_process is not None:
                 self.services.append(self.email_process)

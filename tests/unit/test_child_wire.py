@@ -8,7 +8,7 @@ import asyncio
 import io
 import json
 
-from tidings.child_process import ChildProcess, ForwardedFailures, Role, Wire
+from tidings.child_process import ChildProcess, Role, Wire, forward_failures
 from tidings.notify.local import LocalNotifier
 from tidings.runtime import metrics
 from tidings.runtime.health import Health
@@ -20,7 +20,11 @@ ROLE = Role("tidings.email_process", "email sender", metrics.EMAIL_PROCESS_START
 def test_a_childs_failures_counts_and_troubles_reach_the_node() -> None:
     out = io.BytesIO()
     wire = Wire(out, on_broken=lambda: None)
-    ForwardedFailures(wire).add(1_000, "email", "", "SMTP451: try later")
+    forward_failures(wire)
+    try:
+        metrics.FAILURES.add(1_000, "email", "", "SMTP451: try later")
+    finally:
+        metrics.FAILURES.listener = None
     wire.send("m " + json.dumps({"counters": [["tidings_deliveries", {"target": "email"},
                                                3.0]]}))
     wire.send("h " + json.dumps({"consumer of tidings-email": "database is locked"}))

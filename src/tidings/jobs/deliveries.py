@@ -15,12 +15,15 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from tidings.clock import Clock
 from tidings.errors import ValidationError
+from tidings.jobs.consumers import Consumer
 from tidings.jobs.handlers import Handlers, Job
+from tidings.limits.book import LimitBook
 from tidings.model.firings import DELIVERY_JOB, FiringContext, render_input
 from tidings.model.limits import Limit, RetryAfter
 from tidings.model.schedules import Target
@@ -29,6 +32,7 @@ from tidings.queues.service import QueueService
 from tidings.runtime import metrics
 from tidings.runtime.batching import Batcher
 from tidings.runtime.bridge import Bridge
+from tidings.runtime.health import Health
 from tidings.schedules.firing_log import FiringLog, Outcome
 from tidings.targets.base import TARGET_LIMITS, Attempt, DeliveryError, LimitPlace, Reach
 from tidings.targets.deadletter import dead_letter_attributes
@@ -76,11 +80,26 @@ class Targets:
             await self.reach.email.close()
 
 
+def delivery_consumer(targets: Targets, queues: QueueService, clock: Clock, bridge: Bridge,
+                      firings: FiringLog, *, queue: str = DELIVERY_QUEUE, concurrency: int,
+                      grace_s: float, poll_fallback_s: float, health: Health,
+                      book: LimitBook, ended: Callable[[], None] | None = None) -> Consumer:
+    """The consumer of one internal queue's deliveries (`delivery_app`), as a node (and
+    its email process) runs it."""
+    return Consumer(delivery_app(targets, queues, clock, bridge, queue=queue,
+                                 firings=firings, ended=ended),
+                    queues, bridge, concurrency=concurrency, grace_s=grace_s, health=health,
+                    poll_fallback_s=poll_fallback_s, book=book)
+
+
 def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: Bridge, *,
-                 queue: str = DELIVERY_QUEUE, firings: FiringLog | None = None) -> Handlers:
+                 queue: str = DELIVERY_QUEUE, firings: FiringLog | None = None,
+                 ended: Callable[[], None] | None = None) -> Handlers:
     """The built-in app whose one handler performs the deliveries of an internal queue
     (`DELIVERY_QUEUE` on every node; `EMAIL_QUEUE` on nodes with an SMTP relay); its
-    store calls go through `bridge`, the node's."""
+    store calls go through `bridge`, the node's. `ended`: told (on the loop's thread)
+    each time a delivery's handler returned or raised (an email process's metrics
+    report, child_process.py)."""
     app = Handlers(queue=queue, retry_base_s=1.0, retry_max_s=300.0, create_queues=False,
               poison="retry")
 
@@ -131,7 +150,6 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
     limits = [Limit(name=name, key=functools.partial(_limit_value, name, place))
               for name in TARGET_LIMITS]
 
-    @app.handler(DELIVERY_JOB, limit=limits)
     async def deliver(job: Job) -> None:
         ctx = FiringContext.from_json(job.payload["context"])
         target = Target.from_json(job.payload["target"])
@@ -188,7 +206,20 @@ def delivery_app(targets: Targets, queues: QueueService, clock: Clock, bridge: B
         await record(job, ctx, Outcome.DEAD_LETTERED if target.dead_letter_queue
                      else Outcome.DROPPED, f"{failure.code}: {failure.message} ({exhausted})")
 
+    app.handler(DELIVERY_JOB, limit=limits)(deliver if ended is None
+                                            else _telling(deliver, ended))
     return app
+
+
+def _telling(deliver: Callable[[Job], Awaitable[None]],
+             ended: Callable[[], None]) -> Callable[[Job], Awaitable[None]]:
+    async def deliver_and_tell(job: Job) -> None:
+        try:
+            await deliver(job)
+        finally:
+            ended()
+
+    return deliver_and_tell
 
 
 def _limit_value(name: str, place: LimitPlace, payload: dict[str, Any]) -> str | None:

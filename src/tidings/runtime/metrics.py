@@ -10,7 +10,7 @@ import math
 import threading
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Info
@@ -208,10 +208,16 @@ class RecentFailures:
     def __init__(self, keep: int = 200) -> None:
         self._lock = threading.Lock()
         self._items: deque[tuple[int, str, str, str]] = deque(maxlen=keep)
+        #: Told each failure as it is kept: a child process forwards it to its node
+        #: (child_process.py), whose heartbeat carries them to the console.
+        self.listener: Callable[[tuple[int, str, str, str]], None] | None = None
 
     def add(self, at_ms: int, kind: str, destination: str, message: str) -> None:
+        item = (at_ms, kind, destination, message[:300])
         with self._lock:
-            self._items.append((at_ms, kind, destination, message[:300]))
+            self._items.append(item)
+        if self.listener is not None:
+            self.listener(item)
 
     def since(self, at_ms: int) -> list[tuple[int, str, str, str]]:
         with self._lock:
